@@ -1,0 +1,263 @@
+//! The engine: one device, its loaded kernels, and the entry points every binding uses.
+//!
+//! A call flows validate → plan → run. Validation rejects bad input before anything is
+//! launched; the plan picks a kernel but never the reduction order (that is fixed by the
+//! tier); the run enqueues on the caller's stream (CUDA) or computes in place (CPU).
+
+use std::ffi::c_void;
+
+use crate::cpu;
+use crate::cuda::{CudaBackend, KernelImages};
+use crate::error::{Error, Operand as Which, Result};
+use crate::host_slice::{HostSlice, HostSliceMut};
+use crate::triad::Linear;
+use crate::types::{DType, Device, Gemm, GemmPointers, OutputMode, Stream, Tier};
+use crate::validate::{self, Extents};
+
+enum Backend {
+    Cpu,
+    Cuda(Box<CudaBackend>),
+}
+
+/// A GEMM engine bound to one device. `Engine` is `Send + Sync`: one engine may be shared by
+/// any number of threads, each call independent of the others.
+pub struct Engine {
+    device: Device,
+    backend: Backend,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Creates an engine for `device`, loading `kernels` on a CUDA device. Prefer
+    /// `sgemm_bi::Engine::new`, which passes the PTX embedded in the library.
+    pub fn with_kernels(device: Device, kernels: &'static KernelImages) -> Result<Self> {
+        let backend = match device {
+            Device::Cpu => Backend::Cpu,
+            Device::Cuda(ordinal) => Backend::Cuda(Box::new(CudaBackend::new(ordinal, kernels)?)),
+        };
+        Ok(Engine { device, backend })
+    }
+
+    /// The device this engine runs on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Whether this engine can run `tier`.
+    pub fn supports(&self, tier: Tier) -> bool {
+        self.tier_unavailable(tier).is_none()
+    }
+
+    /// The CUDA compute capability `(major, minor)`, or `None` on the CPU.
+    pub fn compute_capability(&self) -> Option<(u32, u32)> {
+        match &self.backend {
+            Backend::Cpu => None,
+            Backend::Cuda(c) => Some(c.compute_capability()),
+        }
+    }
+
+    /// The CUDA context (the device's primary context) that device pointers passed to this
+    /// engine must belong to, or `None` on the CPU.
+    pub fn cuda_context(&self) -> Option<&std::sync::Arc<cudarc::driver::CudaContext>> {
+        match &self.backend {
+            Backend::Cpu => None,
+            Backend::Cuda(c) => Some(c.context()),
+        }
+    }
+
+    fn tier_unavailable(&self, tier: Tier) -> Option<String> {
+        match (tier, &self.backend) {
+            (Tier::Scalar, Backend::Cpu) => None,
+            (Tier::Scalar, Backend::Cuda(c)) => c.scalar_unavailable(),
+            (Tier::TensorCores, Backend::Cpu) => {
+                Some("the CPU backend has no tensor-core tier".into())
+            }
+            (Tier::TensorCores, Backend::Cuda(_)) => {
+                Some("the tensor-core tier is not part of this release".into())
+            }
+        }
+    }
+
+    fn check(&self, g: &Gemm, p: &GemmPointers) -> Result<Extents> {
+        let ext = validate::check(g)?;
+        if let Some(reason) = self.tier_unavailable(g.tier) {
+            return Err(Error::TierUnavailable {
+                tier: g.tier,
+                device: self.device,
+                reason,
+            });
+        }
+        validate::check_pointers(g, &ext, p)?;
+        Ok(ext)
+    }
+
+    /// Runs `C[b] = A[b] · B[b] (+ bias)` as `g` describes.
+    ///
+    /// On a CUDA engine the work is enqueued on `stream` and the call returns without
+    /// synchronizing; on the CPU engine it completes before returning and `stream` is ignored.
+    ///
+    /// # Safety
+    /// 1. Each pointer of `p` that the call reads or writes is valid for the span `g` gives
+    ///    it (see [`validate::check`]): device memory of this engine's context on CUDA, host
+    ///    memory on the CPU; `bias` may be null only when `g.bias` is `None`.
+    /// 2. C does not overlap A, B or the bias.
+    /// 3. On CUDA, the buffers stay alive until the work on `stream` has completed, and
+    ///    `stream` is a valid stream of this engine's context (or null).
+    /// 4. On the CPU, no other thread writes A, B or the bias, or touches C, during the call.
+    pub unsafe fn gemm(&self, g: &Gemm, p: GemmPointers, stream: Stream) -> Result<()> {
+        let ext = self.check(g, &p)?;
+        if ext.is_empty() {
+            return Ok(());
+        }
+        match &self.backend {
+            // SAFETY: the caller's contract (1, 2, 4) is what cpu::gemm needs; `ext` is the
+            // validated span of each pointer.
+            Backend::Cpu => {
+                unsafe { cpu::gemm(g, &p) };
+                Ok(())
+            }
+            // SAFETY: the caller's contract (1, 2, 3) is what launching needs.
+            Backend::Cuda(c) => unsafe { c.gemm(g, &p, stream) },
+        }
+    }
+
+    /// Safe form of [`Engine::gemm`] over host slices (CPU engine only). The slices' dtypes
+    /// must match the descriptor and be long enough for the spans it describes.
+    pub fn gemm_host(
+        &self,
+        g: &Gemm,
+        a: HostSlice<'_>,
+        b: HostSlice<'_>,
+        bias: Option<HostSlice<'_>>,
+        mut c: HostSliceMut<'_>,
+    ) -> Result<()> {
+        if !matches!(self.backend, Backend::Cpu) {
+            return Err(Error::WrongDevice(format!(
+                "host slices need the CPU engine; this engine runs on {} (use Engine::gemm with \
+                 device pointers)",
+                self.device
+            )));
+        }
+        let p = GemmPointers {
+            a: a.as_ptr(),
+            b: b.as_ptr(),
+            bias: bias.map_or(std::ptr::null(), |s| s.as_ptr()),
+            c: c.as_mut_ptr(),
+        };
+        let ext = self.check(g, &p)?;
+        let fits = |which, dtype: DType, given: DType, len: usize, needed: usize| {
+            if given != dtype {
+                Err(Error::DtypeMismatch {
+                    operand: which,
+                    given,
+                    expected: dtype,
+                })
+            } else if len < needed {
+                Err(Error::BufferTooSmall {
+                    operand: which,
+                    dtype,
+                    len,
+                    needed,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        fits(Which::A, g.a.dtype, a.dtype(), a.len(), ext.a)?;
+        fits(Which::B, g.b.dtype, b.dtype(), b.len(), ext.b)?;
+        if let (Some(d), Some(s)) = (g.bias, bias) {
+            fits(Which::Bias, d, s.dtype(), s.len(), ext.bias)?;
+        }
+        fits(Which::C, g.c.mode.dtype(), c.dtype(), c.len(), ext.c)?;
+        if ext.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: every span was checked against its slice's length and dtype above; C is a
+        // unique borrow, so it overlaps no input, and the borrows outlive the synchronous call.
+        unsafe { cpu::gemm(g, &p) };
+        Ok(())
+    }
+
+    /// `Y = X·W (+ bias)` for the layer `l` (see [`Linear::forward`]).
+    ///
+    /// # Safety
+    /// As for [`Engine::gemm`], with X `[M,K]`, W as `l.weight` says, bias `[N]` and Y
+    /// `[M,N]`.
+    pub unsafe fn forward(
+        &self,
+        l: &Linear,
+        x: *const c_void,
+        w: *const c_void,
+        bias: Option<(*const c_void, DType)>,
+        y: *mut c_void,
+        stream: Stream,
+    ) -> Result<()> {
+        let g = l.forward(bias.map(|b| b.1));
+        let p = GemmPointers {
+            a: x,
+            b: w,
+            bias: bias.map_or(std::ptr::null(), |b| b.0),
+            c: y,
+        };
+        // SAFETY: forwarded contract.
+        unsafe { self.gemm(&g, p, stream) }
+    }
+
+    /// `dW (+)= Xᵀ·dY` for the layer `l` (see [`Linear::backward_dw`]).
+    ///
+    /// # Safety
+    /// As for [`Engine::gemm`], with dY `[M,N]`, X `[M,K]` and dW in W's layout.
+    pub unsafe fn backward_dw(
+        &self,
+        l: &Linear,
+        dy: *const c_void,
+        x: *const c_void,
+        dw: *mut c_void,
+        mode: OutputMode,
+        stream: Stream,
+    ) -> Result<()> {
+        let g = l.backward_dw(mode);
+        let (a, b) = match l.weight {
+            crate::triad::WeightLayout::KN => (x, dy),
+            crate::triad::WeightLayout::NK => (dy, x),
+        };
+        let p = GemmPointers {
+            a,
+            b,
+            bias: std::ptr::null(),
+            c: dw,
+        };
+        // SAFETY: forwarded contract.
+        unsafe { self.gemm(&g, p, stream) }
+    }
+
+    /// `dX = dY·Wᵀ` for the layer `l` (see [`Linear::backward_dx`]).
+    ///
+    /// # Safety
+    /// As for [`Engine::gemm`], with dY `[M,N]`, W as `l.weight` says and dX `[M,K]`.
+    pub unsafe fn backward_dx(
+        &self,
+        l: &Linear,
+        dy: *const c_void,
+        w: *const c_void,
+        dx: *mut c_void,
+        stream: Stream,
+    ) -> Result<()> {
+        let g = l.backward_dx();
+        let p = GemmPointers {
+            a: dy,
+            b: w,
+            bias: std::ptr::null(),
+            c: dx,
+        };
+        // SAFETY: forwarded contract.
+        unsafe { self.gemm(&g, p, stream) }
+    }
+}

@@ -1,0 +1,23 @@
+//! sgemm-bi's engine: devices, plans, the CPU backend and the CUDA launcher.
+//!
+//! Most users want the `sgemm-bi` crate, which re-exports this one and embeds the PTX.
+
+mod cpu;
+mod cuda;
+mod engine;
+mod error;
+mod host_slice;
+pub mod numeric;
+mod triad;
+mod types;
+pub mod validate;
+
+pub use cuda::KernelImages;
+pub use engine::Engine;
+pub use error::{Error, Operand as ErrorOperand, Result};
+pub use half::{bf16, f16};
+pub use host_slice::{HostSlice, HostSliceMut};
+pub use triad::{Linear, WeightLayout};
+pub use types::{
+    DType, Device, Gemm, GemmPointers, Layout, Operand, Output, OutputMode, Stream, Tier,
+};

@@ -1,0 +1,196 @@
+//! Checks a [`Gemm`] descriptor before anything runs, and measures the memory each operand
+//! spans. Every rejection is a typed [`Error`]; an accepted descriptor can be executed by
+//! every backend with 64-bit index arithmetic that cannot overflow.
+
+use crate::error::{Error, Operand as Which, Result};
+use crate::types::{DType, Gemm, GemmPointers, Layout, Operand, Tier};
+
+/// Elements each buffer of an accepted call spans, from its base address (0 when the call
+/// does not read or write it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extents {
+    pub a: usize,
+    pub b: usize,
+    pub bias: usize,
+    pub c: usize,
+}
+
+impl Extents {
+    /// True when the call reads and writes nothing (M, N or batch is zero).
+    pub fn is_empty(&self) -> bool {
+        self.c == 0
+    }
+}
+
+fn overflow(operand: Which, detail: impl Into<String>) -> Error {
+    Error::Overflow {
+        operand,
+        detail: detail.into(),
+    }
+}
+
+/// Span in elements of a `rows × cols` matrix with leading dimension `ld` repeated `batch`
+/// times `batch_stride` apart (0 when any extent is 0). Also checks that the span in bytes
+/// fits in `isize`, so every pointer offset inside it is representable.
+fn span(
+    which: Which,
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    layout: Layout,
+    ld: usize,
+    batch: usize,
+    batch_stride: usize,
+) -> Result<usize> {
+    if rows == 0 || cols == 0 || batch == 0 {
+        return Ok(0);
+    }
+    let (outer, inner) = match layout {
+        Layout::RowMajor => (rows, cols),
+        Layout::ColMajor => (cols, rows),
+    };
+    let last = (outer - 1)
+        .checked_mul(ld)
+        .and_then(|x| x.checked_add(inner))
+        .and_then(|x| {
+            (batch - 1)
+                .checked_mul(batch_stride)
+                .and_then(|b| b.checked_add(x))
+        })
+        .ok_or_else(|| {
+            overflow(
+                which,
+                format!("{rows}×{cols}, ld {ld}, batch {batch} × stride {batch_stride}"),
+            )
+        })?;
+    let bytes = last
+        .checked_mul(dtype.size())
+        .filter(|&b| b <= isize::MAX as usize);
+    if bytes.is_none() {
+        return Err(overflow(which, format!("{last} elements of {dtype}")));
+    }
+    Ok(last)
+}
+
+fn check_ld(which: Which, layout: Layout, ld: usize, rows: usize, cols: usize) -> Result<()> {
+    let min = match layout {
+        Layout::RowMajor => cols,
+        Layout::ColMajor => rows,
+    }
+    .max(1);
+    if ld < min {
+        return Err(Error::BadLeadingDimension {
+            operand: which,
+            ld,
+            min,
+        });
+    }
+    Ok(())
+}
+
+fn check_operand(
+    which: Which,
+    op: &Operand,
+    rows: usize,
+    cols: usize,
+    batch: usize,
+) -> Result<usize> {
+    check_ld(which, op.layout, op.ld, rows, cols)?;
+    span(
+        which,
+        op.dtype,
+        rows,
+        cols,
+        op.layout,
+        op.ld,
+        batch,
+        op.batch_stride,
+    )
+}
+
+/// Checks the shapes, strides and dtypes of `g` and returns the extent of each buffer.
+pub fn check(g: &Gemm) -> Result<Extents> {
+    if g.a.dtype != g.b.dtype {
+        return Err(Error::UnsupportedDtype(format!(
+            "A is {} and B is {}: both inputs must have the same dtype",
+            g.a.dtype, g.b.dtype
+        )));
+    }
+    if let Some(bias) = g.bias {
+        if bias != DType::F32 && bias != g.a.dtype {
+            return Err(Error::UnsupportedDtype(format!(
+                "bias is {bias}: it must be f32 or the input dtype ({})",
+                g.a.dtype
+            )));
+        }
+    }
+    if g.tier == Tier::TensorCores && g.a.dtype == DType::F32 {
+        return Err(Error::UnsupportedDtype(
+            "the tensor-core tier takes bf16 or f16 inputs; use the scalar tier for f32".into(),
+        ));
+    }
+    let a = check_operand(Which::A, &g.a, g.m, g.k, g.batch)?;
+    let b = check_operand(Which::B, &g.b, g.k, g.n, g.batch)?;
+    check_ld(Which::C, Layout::RowMajor, g.c.ldc, g.m, g.n)?;
+    let c_dtype = g.c.mode.dtype();
+    let c = span(
+        Which::C,
+        c_dtype,
+        g.m,
+        g.n,
+        Layout::RowMajor,
+        g.c.ldc,
+        g.batch,
+        g.c.batch_stride,
+    )?;
+    if g.batch > 1 && g.m > 0 && g.n > 0 {
+        // Distinct batch entries must write distinct elements, or the result would depend on
+        // the order in which entries run.
+        let one = (g.m - 1) * g.c.ldc + g.n;
+        if g.c.batch_stride < one {
+            return Err(overflow(
+                Which::C,
+                format!(
+                    "batch stride {} of C makes batch entries overlap (each spans {one} elements)",
+                    g.c.batch_stride
+                ),
+            ));
+        }
+    }
+    let bias = match g.bias {
+        Some(d) if c > 0 => {
+            span(Which::Bias, d, 1, g.n, Layout::RowMajor, g.n, 1, 0)?;
+            g.n
+        }
+        _ => 0,
+    };
+    if c == 0 {
+        return Ok(Extents {
+            a: 0,
+            b: 0,
+            bias: 0,
+            c: 0,
+        });
+    }
+    Ok(Extents { a, b, bias, c })
+}
+
+/// Checks that every buffer the call touches has a non-null address.
+pub fn check_pointers(g: &Gemm, ext: &Extents, p: &GemmPointers) -> Result<()> {
+    if ext.is_empty() {
+        return Ok(());
+    }
+    if ext.a > 0 && p.a.is_null() {
+        return Err(Error::NullPointer(Which::A));
+    }
+    if ext.b > 0 && p.b.is_null() {
+        return Err(Error::NullPointer(Which::B));
+    }
+    if g.bias.is_some() && p.bias.is_null() {
+        return Err(Error::NullPointer(Which::Bias));
+    }
+    if p.c.is_null() {
+        return Err(Error::NullPointer(Which::C));
+    }
+    Ok(())
+}

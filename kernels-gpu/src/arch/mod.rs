@@ -1,0 +1,6 @@
+//! One wrapper per PTX instruction, named after it. The asm block is each wrapper's whole
+//! body; no other module writes `asm!`.
+
+pub mod convert;
+pub mod shared;
+pub mod sync;

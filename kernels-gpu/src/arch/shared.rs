@@ -1,0 +1,47 @@
+//! Shared-memory addressing and access (`.shared` state space, 32-bit addresses).
+//!
+//! Kernels use the module's one dynamic shared-memory window, `sgemm_bi_dyn_smem`, which the
+//! build step declares at module scope (`.extern .shared`, since rustc cannot declare it).
+
+use core::arch::asm;
+
+/// Shared-memory address of the start of the dynamic shared-memory window.
+#[inline(always)]
+pub fn dyn_smem_base() -> u32 {
+    let addr: u32;
+    // SAFETY: reads the address of a module-scope symbol; no memory is touched.
+    unsafe { asm!("mov.u32 {a}, sgemm_bi_dyn_smem;", a = out(reg32) addr, options(pure, nomem, nostack)) };
+    addr
+}
+
+/// `st.shared.f32`
+///
+/// # Safety
+/// `addr` is 4-byte aligned and inside the block's shared-memory allocation.
+#[inline(always)]
+pub unsafe fn st_shared_f32(addr: u32, v: f32) {
+    // SAFETY: forwarded contract.
+    unsafe { asm!("st.shared.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack)) };
+}
+
+/// `ld.shared.v4.f32`
+///
+/// # Safety
+/// `addr` is 16-byte aligned and the 16 bytes from it are inside the block's shared memory.
+#[inline(always)]
+pub unsafe fn ld_shared_v4_f32(addr: u32) -> [f32; 4] {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "ld.shared.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+            a = in(reg32) addr,
+            x = out(reg32) x,
+            y = out(reg32) y,
+            z = out(reg32) z,
+            w = out(reg32) w,
+            options(readonly, nostack)
+        )
+    };
+    [x, y, z, w]
+}

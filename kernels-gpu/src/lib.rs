@@ -1,0 +1,28 @@
+//! sgemm-bi device code. Compiled by `../build.rs` to one PTX module per GPU family:
+//!
+//! * `sm80`: every kernel that needs nothing newer than Ampere (the scalar tier).
+//!
+//! Layout of this crate: `arch/` holds one wrapper per PTX instruction and nothing else;
+//! `params.rs` the `#[repr(C)]` structs the host passes by value (the host crate includes
+//! the same file); each tier is a folder with its mainloop, epilogue and tile scheduler, and
+//! `entry.rs` instantiates the named entry points.
+
+#![no_std]
+#![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
+#![allow(internal_features)]
+
+#[macro_use]
+pub mod unroll;
+pub mod arch;
+pub mod element;
+pub mod entry;
+pub mod params;
+pub mod scalar;
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // Kernels are written without panicking paths (no bounds-checked indexing, no
+    // overflow checks); reaching this would be a bug, so trap rather than hang.
+    // SAFETY: `trap` aborts the kernel; it has no operands.
+    unsafe { core::arch::asm!("trap;", options(noreturn)) }
+}

@@ -1,0 +1,49 @@
+//! Kernel parameters, passed by value as one `#[repr(C)]` struct.
+//!
+//! This file is compiled twice: into the device crate, and into the host crate (through
+//! `#[path]`), so both sides agree on the layout by construction. It must stay plain data
+//! with no dependencies.
+
+/// `out_mode`: overwrite C in f32.
+pub const OUT_F32: u32 = 0;
+/// `out_mode`: overwrite C in bf16 (one RNE rounding).
+pub const OUT_BF16: u32 = 1;
+/// `out_mode`: overwrite C in f16 (one RNE rounding).
+pub const OUT_F16: u32 = 2;
+/// `out_mode`: `C = C + result` in f32.
+pub const OUT_ACCUMULATE_F32: u32 = 3;
+
+/// `bias_dtype`: no bias.
+pub const BIAS_NONE: u32 = 0;
+/// `bias_dtype`: f32 bias.
+pub const BIAS_F32: u32 = 1;
+/// `bias_dtype`: bf16 bias.
+pub const BIAS_BF16: u32 = 2;
+/// `bias_dtype`: f16 bias.
+pub const BIAS_F16: u32 = 3;
+
+/// Parameters of every scalar-tier GEMM kernel. Addresses are device addresses; every
+/// count and stride is in elements of its buffer and 64-bit, so no index wraps.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScalarGemmParams {
+    pub a: u64,
+    pub b: u64,
+    pub bias: u64,
+    pub c: u64,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub batch: u64,
+    pub lda: u64,
+    pub ldb: u64,
+    pub ldc: u64,
+    pub batch_stride_a: u64,
+    pub batch_stride_b: u64,
+    pub batch_stride_c: u64,
+    /// Output tiles along M and N (ceil(M / BM), ceil(N / BN)), computed by the host.
+    pub tiles_m: u64,
+    pub tiles_n: u64,
+    pub out_mode: u32,
+    pub bias_dtype: u32,
+}

@@ -1,0 +1,13 @@
+//! The PTX modules built from `kernels-gpu/` by `build.rs`, embedded in the library.
+
+use sgemm_bi_host::KernelImages;
+
+/// Whether the embedded PTX was compiled by this build (`"fresh"`) or taken from
+/// `kernels-gpu/ptx` (`"vendored"`, when the pinned nightly is not installed).
+pub const SOURCE: &str = env!("SGEMM_BI_PTX_SOURCE");
+
+/// The sm_80 module: every kernel that needs nothing newer than Ampere.
+pub const SM80: &str = include_str!(concat!(env!("OUT_DIR"), "/sm80.ptx"));
+
+/// Every module, as the engine loads them.
+pub static KERNELS: KernelImages = KernelImages { sm80: SM80 };
