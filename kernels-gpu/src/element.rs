@@ -3,15 +3,23 @@
 use crate::arch::convert::cvt_f32_f16;
 
 /// An input element stored in global memory.
+///
+/// Loading and upcasting are separate steps: the mainloop keeps prefetched elements as raw
+/// bits while the previous tile computes and converts them only when staging them to shared
+/// memory, so no instruction waits on a load before it has to. Raw bits 0 are +0.0 in every
+/// format (the zero fill outside the matrix).
 pub trait Element: Copy {
     /// Bytes of one stored element.
     const BYTES: u64;
 
-    /// Reads element `idx` from `base` and upcasts it to f32 exactly.
+    /// Reads the bits of element `idx` from `base`.
     ///
     /// # Safety
     /// `base + idx` is a readable, naturally aligned element in global memory.
-    unsafe fn load_f32(base: u64, idx: u64) -> f32;
+    unsafe fn load_raw(base: u64, idx: u64) -> u32;
+
+    /// Exact upcast of raw bits to f32.
+    fn to_f32(raw: u32) -> f32;
 }
 
 /// IEEE binary32.
@@ -27,27 +35,38 @@ pub struct F16;
 impl Element for F32 {
     const BYTES: u64 = 4;
     #[inline(always)]
-    unsafe fn load_f32(base: u64, idx: u64) -> f32 {
+    unsafe fn load_raw(base: u64, idx: u64) -> u32 {
         // SAFETY: forwarded contract.
-        unsafe { *(base as *const f32).add(idx as usize) }
+        unsafe { *(base as *const u32).add(idx as usize) }
+    }
+    #[inline(always)]
+    fn to_f32(raw: u32) -> f32 {
+        f32::from_bits(raw)
     }
 }
 
 impl Element for Bf16 {
     const BYTES: u64 = 2;
     #[inline(always)]
-    unsafe fn load_f32(base: u64, idx: u64) -> f32 {
+    unsafe fn load_raw(base: u64, idx: u64) -> u32 {
         // SAFETY: forwarded contract.
-        let bits = unsafe { *(base as *const u16).add(idx as usize) };
-        f32::from_bits((bits as u32) << 16)
+        unsafe { *(base as *const u16).add(idx as usize) as u32 }
+    }
+    #[inline(always)]
+    fn to_f32(raw: u32) -> f32 {
+        f32::from_bits(raw << 16)
     }
 }
 
 impl Element for F16 {
     const BYTES: u64 = 2;
     #[inline(always)]
-    unsafe fn load_f32(base: u64, idx: u64) -> f32 {
+    unsafe fn load_raw(base: u64, idx: u64) -> u32 {
         // SAFETY: forwarded contract.
-        cvt_f32_f16(unsafe { *(base as *const u16).add(idx as usize) })
+        unsafe { *(base as *const u16).add(idx as usize) as u32 }
+    }
+    #[inline(always)]
+    fn to_f32(raw: u32) -> f32 {
+        cvt_f32_f16(raw as u16)
     }
 }

@@ -6,13 +6,37 @@
 #[macro_export]
 macro_rules! unroll8 {
     ($i:ident => $body:block) => {{
-        { let $i: usize = 0; $body }
-        { let $i: usize = 1; $body }
-        { let $i: usize = 2; $body }
-        { let $i: usize = 3; $body }
-        { let $i: usize = 4; $body }
-        { let $i: usize = 5; $body }
-        { let $i: usize = 6; $body }
-        { let $i: usize = 7; $body }
+        {
+            let $i: usize = 0;
+            $body
+        }
+        {
+            let $i: usize = 1;
+            $body
+        }
+        {
+            let $i: usize = 2;
+            $body
+        }
+        {
+            let $i: usize = 3;
+            $body
+        }
+        {
+            let $i: usize = 4;
+            $body
+        }
+        {
+            let $i: usize = 5;
+            $body
+        }
+        {
+            let $i: usize = 6;
+            $body
+        }
+        {
+            let $i: usize = 7;
+            $body
+        }
     }};
 }

@@ -7,7 +7,9 @@ use core::arch::asm;
 pub fn cvt_f32_f16(bits: u16) -> f32 {
     let v: f32;
     // SAFETY: register-only conversion.
-    unsafe { asm!("cvt.f32.f16 {v}, {h};", v = out(reg32) v, h = in(reg16) bits, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("cvt.f32.f16 {v}, {h};", v = out(reg32) v, h = in(reg16) bits, options(pure, nomem, nostack))
+    };
     v
 }
 
@@ -16,7 +18,9 @@ pub fn cvt_f32_f16(bits: u16) -> f32 {
 pub fn cvt_rn_f16_f32(v: f32) -> u16 {
     let h: u16;
     // SAFETY: register-only conversion.
-    unsafe { asm!("cvt.rn.f16.f32 {h}, {v};", h = out(reg16) h, v = in(reg32) v, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("cvt.rn.f16.f32 {h}, {v};", h = out(reg16) h, v = in(reg32) v, options(pure, nomem, nostack))
+    };
     h
 }
 
@@ -25,6 +29,8 @@ pub fn cvt_rn_f16_f32(v: f32) -> u16 {
 pub fn cvt_rn_bf16_f32(v: f32) -> u16 {
     let h: u16;
     // SAFETY: register-only conversion.
-    unsafe { asm!("cvt.rn.bf16.f32 {h}, {v};", h = out(reg16) h, v = in(reg32) v, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("cvt.rn.bf16.f32 {h}, {v};", h = out(reg16) h, v = in(reg32) v, options(pure, nomem, nostack))
+    };
     h
 }

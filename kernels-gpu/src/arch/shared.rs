@@ -10,7 +10,9 @@ use core::arch::asm;
 pub fn dyn_smem_base() -> u32 {
     let addr: u32;
     // SAFETY: reads the address of a module-scope symbol; no memory is touched.
-    unsafe { asm!("mov.u32 {a}, sgemm_bi_dyn_smem;", a = out(reg32) addr, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("mov.u32 {a}, sgemm_bi_dyn_smem;", a = out(reg32) addr, options(pure, nomem, nostack))
+    };
     addr
 }
 
@@ -21,7 +23,9 @@ pub fn dyn_smem_base() -> u32 {
 #[inline(always)]
 pub unsafe fn st_shared_f32(addr: u32, v: f32) {
     // SAFETY: forwarded contract.
-    unsafe { asm!("st.shared.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack)) };
+    unsafe {
+        asm!("st.shared.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack))
+    };
 }
 
 /// `ld.shared.v4.f32`

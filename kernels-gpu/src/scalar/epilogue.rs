@@ -68,11 +68,19 @@ unsafe fn finish(p: &ScalarGemmParams, idx: usize, chain: f32, bias: Option<f32>
     unsafe {
         match p.out_mode {
             OUT_BF16 => {
-                let h = if v != v { CANONICAL_NAN_16 } else { cvt_rn_bf16_f32(v) };
+                let h = if v != v {
+                    CANONICAL_NAN_16
+                } else {
+                    cvt_rn_bf16_f32(v)
+                };
                 *(p.c as *mut u16).add(idx) = h;
             }
             OUT_F16 => {
-                let h = if v != v { CANONICAL_NAN_16 } else { cvt_rn_f16_f32(v) };
+                let h = if v != v {
+                    CANONICAL_NAN_16
+                } else {
+                    cvt_rn_f16_f32(v)
+                };
                 *(p.c as *mut u16).add(idx) = h;
             }
             mode => {
@@ -80,7 +88,11 @@ unsafe fn finish(p: &ScalarGemmParams, idx: usize, chain: f32, bias: Option<f32>
                 if mode == OUT_ACCUMULATE_F32 {
                     v += *dst;
                 }
-                *dst = if v != v { f32::from_bits(CANONICAL_NAN_F32) } else { v };
+                *dst = if v != v {
+                    f32::from_bits(CANONICAL_NAN_F32)
+                } else {
+                    v
+                };
             }
         }
     }

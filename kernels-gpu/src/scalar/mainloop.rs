@@ -1,7 +1,9 @@
 //! Staging of A and B tiles through shared memory and the fma chain: the only code that
 //! decides the reduction order of the scalar tier (see the module docs of `scalar`).
 
-use super::config::{BK, BM, LOADS_PER_THREAD, PITCH, STAGE_BYTES, THREADS, THREADS_N, TILE_BYTES, TM};
+use super::config::{
+    BK, BM, LOADS_PER_THREAD, PITCH, STAGE_BYTES, THREADS, THREADS_N, TILE_BYTES, TM,
+};
 use super::scheduler::Tile;
 use crate::arch::shared::{ld_shared_v4_f32, st_shared_f32};
 use crate::arch::sync::bar_sync;
@@ -55,37 +57,42 @@ unsafe fn fetch<E: Element, const K_CONTIGUOUS: bool>(
     k0: u64,
     k_limit: u64,
     offset: impl Fn(u64, u64) -> u64,
-) -> [f32; LOADS_PER_THREAD] {
-    let mut regs = [0.0f32; LOADS_PER_THREAD];
+) -> [u32; LOADS_PER_THREAD] {
+    let mut regs = [0u32; LOADS_PER_THREAD];
     for (r, reg) in regs.iter_mut().enumerate() {
         let (kk, mn) = staging_slot::<K_CONTIGUOUS>(tid, r);
         let (gmn, gk) = (mn0 + mn as u64, k0 + kk as u64);
         if gmn < mn_limit && gk < k_limit {
             // SAFETY: in bounds, by the caller's contract.
-            *reg = unsafe { E::load_f32(base, offset(gmn, gk)) };
+            *reg = unsafe { E::load_raw(base, offset(gmn, gk)) };
         }
     }
     regs
 }
 
-/// Writes fetched registers into a (BK, PITCH) tile at shared address `tile`.
+/// Upcasts fetched registers and writes them into a (BK, PITCH) tile at shared address
+/// `tile`.
 ///
 /// # Safety
 /// `tile` is a staged-tile address inside the block's dynamic shared memory.
 #[inline(always)]
-unsafe fn stage<const K_CONTIGUOUS: bool>(tile: u32, tid: u32, regs: &[f32; LOADS_PER_THREAD]) {
-    for (r, v) in regs.iter().enumerate() {
+unsafe fn stage<E: Element, const K_CONTIGUOUS: bool>(
+    tile: u32,
+    tid: u32,
+    regs: &[u32; LOADS_PER_THREAD],
+) {
+    for (r, raw) in regs.iter().enumerate() {
         let (kk, mn) = staging_slot::<K_CONTIGUOUS>(tid, r);
         // SAFETY: kk < BK and mn < BM, so the address is inside the tile.
-        unsafe { st_shared_f32(tile + (kk * PITCH + mn) * 4, *v) };
+        unsafe { st_shared_f32(tile + (kk * PITCH + mn) * 4, E::to_f32(*raw)) };
     }
 }
 
-/// The operands of one K tile, held in registers between the global read and the
+/// The operands of one K tile, held in registers as raw bits between the global read and the
 /// shared-memory write so the read overlaps the previous tile's arithmetic.
 struct Fetched {
-    a: [f32; LOADS_PER_THREAD],
-    b: [f32; LOADS_PER_THREAD],
+    a: [u32; LOADS_PER_THREAD],
+    b: [u32; LOADS_PER_THREAD],
 }
 
 /// Computes one output tile's accumulators over the whole of K.
@@ -103,9 +110,21 @@ pub unsafe fn run<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: 
     let b_base = p.b + t.batch * p.batch_stride_b * E::BYTES;
     let (lda, ldb) = (p.lda, p.ldb);
     // A is M × K: contiguous along K when row-major.
-    let a_at = move |m: u64, k: u64| if A_K_CONTIGUOUS { m * lda + k } else { m + k * lda };
+    let a_at = move |m: u64, k: u64| {
+        if A_K_CONTIGUOUS {
+            m * lda + k
+        } else {
+            m + k * lda
+        }
+    };
     // B is K × N: contiguous along K when column-major.
-    let b_at = move |n: u64, k: u64| if B_K_CONTIGUOUS { k + n * ldb } else { k * ldb + n };
+    let b_at = move |n: u64, k: u64| {
+        if B_K_CONTIGUOUS {
+            k + n * ldb
+        } else {
+            k * ldb + n
+        }
+    };
     let fetch_tile = |k0: u64| -> Fetched {
         // SAFETY: `fetch` reads only in-bounds elements of the validated operands.
         unsafe {
@@ -119,8 +138,8 @@ pub unsafe fn run<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: 
         let base = smem + s * STAGE_BYTES;
         // SAFETY: stage `s` (0 or 1) lies inside the SMEM_BYTES the block was launched with.
         unsafe {
-            stage::<A_K_CONTIGUOUS>(base, tid, &f.a);
-            stage::<B_K_CONTIGUOUS>(base + TILE_BYTES, tid, &f.b);
+            stage::<E, A_K_CONTIGUOUS>(base, tid, &f.a);
+            stage::<E, B_K_CONTIGUOUS>(base + TILE_BYTES, tid, &f.b);
         }
     };
 
@@ -136,7 +155,11 @@ pub unsafe fn run<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: 
     let mut kt = 0u64;
     while kt < k_tiles {
         let s = (kt & 1) as u32;
-        let next = if kt + 1 < k_tiles { Some(fetch_tile((kt + 1) * BK as u64)) } else { None };
+        let next = if kt + 1 < k_tiles {
+            Some(fetch_tile((kt + 1) * BK as u64))
+        } else {
+            None
+        };
         let a_tile = smem + s * STAGE_BYTES;
         let b_tile = a_tile + TILE_BYTES;
         for kk in 0..BK {
@@ -151,8 +174,12 @@ pub unsafe fn run<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: 
                     ld_shared_v4_f32(b_tile + row + b_frag + BM / 2 * 4),
                 )
             };
-            let a = [a_lo[0], a_lo[1], a_lo[2], a_lo[3], a_hi[0], a_hi[1], a_hi[2], a_hi[3]];
-            let b = [b_lo[0], b_lo[1], b_lo[2], b_lo[3], b_hi[0], b_hi[1], b_hi[2], b_hi[3]];
+            let a = [
+                a_lo[0], a_lo[1], a_lo[2], a_lo[3], a_hi[0], a_hi[1], a_hi[2], a_hi[3],
+            ];
+            let b = [
+                b_lo[0], b_lo[1], b_lo[2], b_lo[3], b_hi[0], b_hi[1], b_hi[2], b_hi[3],
+            ];
             for r in 0..TM {
                 for c in 0..TM {
                     // The one operation of the chain: k ascends with kt, then kk.

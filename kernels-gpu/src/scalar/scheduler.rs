@@ -30,8 +30,16 @@ pub fn tile_coords(p: &ScalarGemmParams, tile: u64) -> Tile {
     let (batch, t) = div_rem(tile, p.tiles_m * p.tiles_n);
     let (group, in_group) = div_rem(t, GROUP_M * p.tiles_n);
     let first_m = group * GROUP_M;
-    let rows = if p.tiles_m - first_m < GROUP_M { p.tiles_m - first_m } else { GROUP_M };
+    let rows = if p.tiles_m - first_m < GROUP_M {
+        p.tiles_m - first_m
+    } else {
+        GROUP_M
+    };
     let (tn, tm_in_group) = div_rem(in_group, rows);
     let tm = first_m + tm_in_group;
-    Tile { batch, m0: tm * BM as u64, n0: tn * BN as u64 }
+    Tile {
+        batch,
+        m0: tm * BM as u64,
+        n0: tn * BN as u64,
+    }
 }

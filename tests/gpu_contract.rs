@@ -1,0 +1,404 @@
+//! The scalar tier on a CUDA GPU: bit identity with the CPU backend over a sweep of shapes,
+//! layouts, dtypes and batches (C3, C5); batch and N invariance by slicing (C2); run-to-run
+//! and stream independence, and CUDA graph replay (C1). Every test needs a GPU, so all are
+//! `#[ignore]`d: CI reports them as ignored; `bash .gpu/run` runs them on the GPU host.
+
+mod gpu_support;
+
+use gpu_support::{first_difference, gpu_engine, DeviceBuf, HostBuf, Problem, RawStream, Rng};
+use sgemm_bi::{
+    DType, Device, Engine, Gemm, GemmPointers, Layout, Operand, Output, OutputMode, Tier,
+};
+
+const DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
+const LAYOUTS: [Layout; 2] = [Layout::RowMajor, Layout::ColMajor];
+/// Sizes the sweep must cover: tiny, prime, one off a tile, and long tails.
+const SPECIAL: [usize; 9] = [1, 2, 3, 7, 31, 33, 127, 4095, 8193];
+
+fn operand(rng: &mut Rng, dtype: DType, rows: usize, cols: usize) -> Operand {
+    let layout = rng.pick(&LAYOUTS);
+    let min = if layout == Layout::RowMajor {
+        cols
+    } else {
+        rows
+    };
+    Operand {
+        dtype,
+        layout,
+        ld: min.max(1) + rng.pick(&[0, 0, 1, 5]),
+        batch_stride: 0,
+    }
+}
+
+/// A random valid descriptor whose multiply-adds stay under `budget`.
+fn random_gemm(rng: &mut Rng, budget: usize) -> Gemm {
+    loop {
+        let dim = |rng: &mut Rng| {
+            if rng.below(2) == 0 {
+                rng.pick(&SPECIAL)
+            } else {
+                1 + rng.below(300)
+            }
+        };
+        let (m, n, k) = (dim(rng), dim(rng), dim(rng));
+        let batch = rng.pick(&[1, 1, 1, 2, 3]);
+        if m * n * k * batch > budget {
+            continue;
+        }
+        let dtype = rng.pick(&DTYPES);
+        let mut a = operand(rng, dtype, m, k);
+        let mut b = operand(rng, dtype, k, n);
+        let span = |o: &Operand, rows: usize, cols: usize| {
+            if o.layout == Layout::RowMajor {
+                (rows - 1) * o.ld + cols
+            } else {
+                (cols - 1) * o.ld + rows
+            }
+        };
+        if batch > 1 {
+            a.batch_stride = span(&a, m, k) + rng.below(3);
+            // Sometimes every batch entry shares one B (broadcast weights).
+            b.batch_stride = if rng.below(3) == 0 {
+                0
+            } else {
+                span(&b, k, n) + rng.below(3)
+            };
+        }
+        let mode = match rng.below(5) {
+            0 => OutputMode::AccumulateF32,
+            1 => OutputMode::Overwrite(DType::F32),
+            _ => OutputMode::Overwrite(dtype),
+        };
+        let ldc = n + rng.pick(&[0, 0, 3]);
+        let c = Output {
+            mode,
+            ldc,
+            batch_stride: if batch > 1 {
+                (m - 1) * ldc + n + rng.below(4)
+            } else {
+                0
+            },
+        };
+        let bias = match rng.below(3) {
+            0 => None,
+            1 => Some(DType::F32),
+            _ => Some(dtype),
+        };
+        return Gemm {
+            m,
+            n,
+            k,
+            batch,
+            a,
+            b,
+            bias,
+            c,
+            tier: Tier::Scalar,
+        };
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn scalar_tier_matches_cpu_bit_for_bit_over_a_shape_sweep() {
+    let Some(gpu) = gpu_engine() else { return };
+    let cpu = Engine::new(Device::Cpu).unwrap();
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x5eed_0001);
+    let mut covered = std::collections::BTreeSet::new();
+    // SGEMM_BI_SWEEP_CASES shortens the sweep for quick iterations; 240 is the contract run.
+    let cases: usize = std::env::var("SGEMM_BI_SWEEP_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(240);
+    for case in 0..cases {
+        let g = random_gemm(&mut rng, 6_000_000);
+        for d in [g.m, g.n, g.k] {
+            covered.insert(d);
+        }
+        let p = Problem::random(g, &mut rng);
+        let (want, got) = (p.on_cpu(&cpu), p.on_gpu(&gpu, &stream));
+        if let Some((i, w, o)) = first_difference(&want, &got) {
+            panic!("case {case} {g:?}: element {i} cpu {w:#x} gpu {o:#x}");
+        }
+    }
+    if cases >= 240 {
+        for s in SPECIAL {
+            assert!(covered.contains(&s), "the sweep never used size {s}");
+        }
+    }
+    println!("{cases} random descriptors identical on CPU and GPU");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_training_triad_matches_cpu_for_both_weight_layouts() {
+    let Some(gpu) = gpu_engine() else { return };
+    let cpu = Engine::new(Device::Cpu).unwrap();
+    let stream = RawStream::new();
+    let mut rng = Rng::new(7);
+    for dtype in DTYPES {
+        for weight in [sgemm_bi::WeightLayout::KN, sgemm_bi::WeightLayout::NK] {
+            let l = sgemm_bi::Linear {
+                m: 301,
+                k: 257,
+                n: 129,
+                dtype,
+                weight,
+                tier: Tier::Scalar,
+            };
+            for g in [
+                l.forward(Some(DType::F32)),
+                l.forward(Some(dtype)),
+                l.backward_dw(OutputMode::AccumulateF32),
+                l.backward_dw(OutputMode::Overwrite(dtype)),
+                l.backward_dx(),
+            ] {
+                let p = Problem::random(g, &mut rng);
+                let (want, got) = (p.on_cpu(&cpu), p.on_gpu(&gpu, &stream));
+                assert_eq!(first_difference(&want, &got), None, "{g:?}");
+            }
+        }
+    }
+}
+
+/// Rows `r0..r0+m` of a big call against a call on just those rows (A offset by r0 rows).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn rows_do_not_depend_on_the_batch_size() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(11);
+    for (dtype, big_m) in [
+        (DType::F32, 300),
+        (DType::BF16, 300),
+        (DType::F16, 300),
+        (DType::BF16, 4100),
+    ] {
+        let (n, k) = (200, 257);
+        let g = Gemm {
+            bias: Some(DType::F32),
+            ..Gemm::dense(big_m, n, k, dtype)
+        };
+        let p = Problem::random(g, &mut rng);
+        let big = p.on_gpu(&gpu, &stream).bits();
+        let (a, b, bias) = (
+            DeviceBuf::upload(&p.a),
+            DeviceBuf::upload(&p.b),
+            DeviceBuf::upload(p.bias.as_ref().unwrap()),
+        );
+        let c = DeviceBuf::alloc(big_m * n * dtype.size());
+        let sizes: Vec<usize> = if big_m == 300 {
+            (1..=300).collect()
+        } else {
+            vec![1, 2, 3, 64, 127, 128, 129, 1000, 4099]
+        };
+        for m in sizes {
+            let r0 = (big_m - m) / 2;
+            let gm = Gemm { m, ..g };
+            let ptrs = GemmPointers {
+                a: a.at(r0 * k * dtype.size()),
+                b: b.at(0),
+                bias: bias.at(0),
+                c: c.at(0),
+            };
+            // SAFETY: rows r0..r0+m of A, all of B and the bias exist; C holds m rows.
+            unsafe { gpu.gemm(&gm, ptrs, stream.handle()) }.unwrap();
+            stream.sync();
+            let mut out = HostBuf::poison(dtype, big_m * n);
+            c.download_into(&mut out);
+            let small = &out.bits()[..m * n];
+            assert_eq!(
+                small,
+                &big[r0 * n..(r0 + m) * n],
+                "{dtype} rows {r0}..{} of M={big_m}",
+                r0 + m
+            );
+        }
+    }
+}
+
+/// Columns `0..n` of a wide call against a call with only those columns of B (N-invariance:
+/// a column-parallel shard gives the bits of the whole layer).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn columns_do_not_depend_on_n() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(13);
+    for dtype in DTYPES {
+        for b_layout in LAYOUTS {
+            let (m, big_n, k) = (77, 300, 131);
+            let b_op = if b_layout == Layout::RowMajor {
+                Operand::row_major(dtype, big_n)
+            } else {
+                Operand::col_major(dtype, k)
+            };
+            let g = Gemm {
+                b: b_op,
+                ..Gemm::dense(m, big_n, k, dtype)
+            };
+            let p = Problem::random(g, &mut rng);
+            let big = p.on_gpu(&gpu, &stream).bits();
+            for n in [1, 2, 3, 17, 128, 129, 255, 299] {
+                let gn = Gemm {
+                    n,
+                    c: Output { ldc: big_n, ..g.c },
+                    ..g
+                };
+                let mut c0 = HostBuf::poison(dtype, m * big_n);
+                let q = Problem {
+                    g: gn,
+                    a: p.a.clone(),
+                    b: p.b.clone(),
+                    bias: None,
+                    c0: c0.clone(),
+                };
+                c0 = q.on_gpu(&gpu, &stream);
+                let got = c0.bits();
+                for i in 0..m {
+                    assert_eq!(
+                        &got[i * big_n..i * big_n + n],
+                        &big[i * big_n..i * big_n + n],
+                        "{dtype} {b_layout:?} N={n} row {i}"
+                    );
+                    assert!(
+                        got[i * big_n + n..(i + 1) * big_n]
+                            .iter()
+                            .all(|&x| x == HostBuf::poison(dtype, 1).bits()[0]),
+                        "wrote past column {n}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn results_repeat_across_runs_streams_and_engines() {
+    let Some(gpu) = gpu_engine() else { return };
+    let second = gpu_engine().unwrap();
+    let mut rng = Rng::new(17);
+    for dtype in DTYPES {
+        let g = Gemm {
+            bias: Some(dtype),
+            ..Gemm::dense(1000, 1000, 1000, dtype)
+        };
+        let p = Problem::random(g, &mut rng);
+        let first = p.on_gpu(&gpu, &RawStream::new());
+        for run in 0..4 {
+            let engine = if run % 2 == 0 { &gpu } else { &second };
+            let again = p.on_gpu(engine, &RawStream::new());
+            assert_eq!(first_difference(&first, &again), None, "{dtype} run {run}");
+        }
+        // The legacy default stream too.
+        let default = RawStream(std::ptr::null_mut());
+        let on_default = p.on_gpu(&gpu, &default);
+        std::mem::forget(default);
+        assert_eq!(
+            first_difference(&first, &on_default),
+            None,
+            "{dtype} default stream"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_captured_cuda_graph_replays_the_same_bits() {
+    use cudarc::driver::sys;
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(19);
+    let g = Gemm {
+        bias: Some(DType::F32),
+        ..Gemm::dense(513, 385, 1027, DType::BF16)
+    };
+    let p = Problem::random(g, &mut rng);
+    let direct = p.on_gpu(&gpu, &stream);
+    let (a, b, bias) = (
+        DeviceBuf::upload(&p.a),
+        DeviceBuf::upload(&p.b),
+        DeviceBuf::upload(p.bias.as_ref().unwrap()),
+    );
+    let c = DeviceBuf::upload(&p.c0);
+    let ptrs = GemmPointers {
+        a: a.at(0),
+        b: b.at(0),
+        bias: bias.at(0),
+        c: c.at(0),
+    };
+    // SAFETY: driver calls on a live stream; the buffers outlive the graph's replays, which
+    // are synchronized before they are read.
+    unsafe {
+        sys::cuStreamBeginCapture_v2(
+            stream.0,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .result()
+        .unwrap();
+        gpu.gemm(&g, ptrs, stream.handle()).unwrap();
+        let mut graph = std::ptr::null_mut();
+        sys::cuStreamEndCapture(stream.0, &mut graph)
+            .result()
+            .unwrap();
+        let mut exec = std::ptr::null_mut();
+        sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+            .result()
+            .unwrap();
+        for _ in 0..3 {
+            sys::cuGraphLaunch(exec, stream.0).result().unwrap();
+        }
+        stream.sync();
+        sys::cuGraphExecDestroy(exec).result().unwrap();
+        sys::cuGraphDestroy(graph).result().unwrap();
+    }
+    let mut replayed = p.c0.clone();
+    c.download_into(&mut replayed);
+    assert_eq!(first_difference(&direct, &replayed), None);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn indices_past_two_to_the_31_elements_are_right() {
+    // C has 2^31 + 2^22 bf16 elements; the last rows are checked against the CPU on the same
+    // rows (by batch invariance they are the rows of the full call).
+    let Some(gpu) = gpu_engine() else { return };
+    let cpu = Engine::new(Device::Cpu).unwrap();
+    let stream = RawStream::new();
+    let mut rng = Rng::new(23);
+    let (m, n, k) = ((1usize << 20) + 2048, 2048, 3);
+    let dtype = DType::BF16;
+    let g = Gemm::dense(m, n, k, dtype);
+    let a_host = HostBuf::random(dtype, m * k, &mut rng);
+    let b_host = HostBuf::random(dtype, k * n, &mut rng);
+    let (a, b) = (DeviceBuf::upload(&a_host), DeviceBuf::upload(&b_host));
+    let c = DeviceBuf::alloc(m * n * dtype.size());
+    let ptrs = GemmPointers {
+        a: a.at(0),
+        b: b.at(0),
+        bias: std::ptr::null(),
+        c: c.at(0),
+    };
+    // SAFETY: buffers sized for the descriptor; synchronized before reading.
+    unsafe { gpu.gemm(&g, ptrs, stream.handle()) }.unwrap();
+    stream.sync();
+    let tail = 64;
+    let mut last = HostBuf::poison(dtype, tail * n);
+    c.download_range((m - tail) * n * dtype.size(), &mut last);
+    let HostBuf::BF16(a_all) = &a_host else {
+        unreachable!()
+    };
+    let a_tail = HostBuf::BF16(a_all[(m - tail) * k..].to_vec());
+    let mut want = HostBuf::poison(dtype, tail * n);
+    cpu.gemm_host(
+        &Gemm::dense(tail, n, k, dtype),
+        a_tail.slice(),
+        b_host.slice(),
+        None,
+        want.slice_mut(),
+    )
+    .unwrap();
+    assert_eq!(first_difference(&want, &last), None);
+}

@@ -1,0 +1,268 @@
+//! What the GPU tests share: opening the device (or skipping, or failing when
+//! `SGEMM_BI_REQUIRE_GPU=1`), raw device buffers and streams, seeded random host data, and
+//! running one descriptor on both the GPU and the CPU engine.
+#![allow(dead_code)]
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, sys};
+use sgemm_bi::{
+    bf16, f16, DType, Device, Engine, Gemm, GemmPointers, HostSlice, HostSliceMut, Stream,
+};
+
+/// The CUDA engine on device 0, or `None` (test skipped) when there is none. With
+/// `SGEMM_BI_REQUIRE_GPU=1` a missing device is a failure.
+pub fn gpu_engine() -> Option<Engine> {
+    match Engine::new(Device::Cuda(0)) {
+        Ok(e) => Some(e),
+        Err(err) => {
+            if std::env::var("SGEMM_BI_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+                panic!("SGEMM_BI_REQUIRE_GPU=1 but no GPU engine: {err}");
+            }
+            eprintln!("skipped: no CUDA device ({err})");
+            None
+        }
+    }
+}
+
+/// SplitMix64: a seeded generator, so every failure can be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+    /// Uniform in [-1, 1).
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())]
+    }
+}
+
+/// A host buffer of one dtype.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostBuf {
+    F32(Vec<f32>),
+    BF16(Vec<bf16>),
+    F16(Vec<f16>),
+}
+
+impl HostBuf {
+    /// `len` random values in [-1, 1), rounded to `dtype`.
+    pub fn random(dtype: DType, len: usize, rng: &mut Rng) -> Self {
+        let v = (0..len).map(|_| rng.unit());
+        match dtype {
+            DType::F32 => HostBuf::F32(v.collect()),
+            DType::BF16 => HostBuf::BF16(v.map(bf16::from_f32).collect()),
+            DType::F16 => HostBuf::F16(v.map(f16::from_f32).collect()),
+        }
+    }
+    /// `len` copies of a NaN pattern that no computation stores (the canonical NaN is
+    /// 0x7FFF…), so an element still holding it was never written.
+    pub fn poison(dtype: DType, len: usize) -> Self {
+        match dtype {
+            DType::F32 => HostBuf::F32(vec![f32::from_bits(0xFFFF_FFFF); len]),
+            DType::BF16 => HostBuf::BF16(vec![bf16::from_bits(0xFFFF); len]),
+            DType::F16 => HostBuf::F16(vec![f16::from_bits(0xFFFF); len]),
+        }
+    }
+    pub fn dtype(&self) -> DType {
+        match self {
+            HostBuf::F32(_) => DType::F32,
+            HostBuf::BF16(_) => DType::BF16,
+            HostBuf::F16(_) => DType::F16,
+        }
+    }
+    pub fn slice(&self) -> HostSlice<'_> {
+        match self {
+            HostBuf::F32(v) => v.into(),
+            HostBuf::BF16(v) => v.into(),
+            HostBuf::F16(v) => v.into(),
+        }
+    }
+    pub fn slice_mut(&mut self) -> HostSliceMut<'_> {
+        match self {
+            HostBuf::F32(v) => v.into(),
+            HostBuf::BF16(v) => v.into(),
+            HostBuf::F16(v) => v.into(),
+        }
+    }
+    /// The raw bits of every element, for exact comparisons.
+    pub fn bits(&self) -> Vec<u32> {
+        match self {
+            HostBuf::F32(v) => v.iter().map(|x| x.to_bits()).collect(),
+            HostBuf::BF16(v) => v.iter().map(|x| x.to_bits() as u32).collect(),
+            HostBuf::F16(v) => v.iter().map(|x| x.to_bits() as u32).collect(),
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.slice().len()
+    }
+    fn bytes(&self) -> &[u8] {
+        let s = self.slice();
+        // SAFETY: plain-old-data elements; the byte view covers exactly the slice.
+        unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len() * s.dtype().size()) }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let mut s = self.slice_mut();
+        let len = s.len() * s.dtype().size();
+        // SAFETY: as above, through a unique borrow.
+        unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), len) }
+    }
+}
+
+/// A device allocation of the engine's context, freed on drop.
+pub struct DeviceBuf {
+    pub ptr: sys::CUdeviceptr,
+    pub bytes: usize,
+}
+
+impl DeviceBuf {
+    pub fn alloc(bytes: usize) -> Self {
+        // SAFETY: the engine made its primary context current on this thread.
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.expect("cuMemAlloc");
+        DeviceBuf { ptr, bytes }
+    }
+    pub fn upload(h: &HostBuf) -> Self {
+        let d = DeviceBuf::alloc(h.bytes().len());
+        // SAFETY: `d` holds exactly that many bytes.
+        unsafe { result::memcpy_htod_sync(d.ptr, h.bytes()) }.expect("cuMemcpyHtoD");
+        d
+    }
+    /// Copies the buffer into `h` (which must have the same size).
+    pub fn download_into(&self, h: &mut HostBuf) {
+        let dst = h.bytes_mut();
+        assert_eq!(dst.len(), self.bytes);
+        // SAFETY: sizes match; the copy is synchronous.
+        unsafe { result::memcpy_dtoh_sync(dst, self.ptr) }.expect("cuMemcpyDtoH");
+    }
+    /// Copies `h.len()` elements starting at `byte_offset` into `h`.
+    pub fn download_range(&self, byte_offset: usize, h: &mut HostBuf) {
+        let dst = h.bytes_mut();
+        assert!(byte_offset + dst.len() <= self.bytes);
+        // SAFETY: the range lies inside the allocation; the copy is synchronous.
+        unsafe { result::memcpy_dtoh_sync(dst, self.ptr + byte_offset as u64) }
+            .expect("cuMemcpyDtoH");
+    }
+
+    pub fn at(&self, byte_offset: usize) -> *mut c_void {
+        (self.ptr as usize + byte_offset) as *mut c_void
+    }
+}
+
+impl Drop for DeviceBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `alloc`, freed once.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// A non-blocking stream of the current context, destroyed on drop.
+pub struct RawStream(pub sys::CUstream);
+
+impl RawStream {
+    pub fn new() -> Self {
+        RawStream(
+            result::stream::create(result::stream::StreamKind::NonBlocking)
+                .expect("cuStreamCreate"),
+        )
+    }
+    pub fn handle(&self) -> Stream {
+        Stream(self.0 as *mut c_void)
+    }
+    pub fn sync(&self) {
+        // SAFETY: a live stream.
+        unsafe { result::stream::synchronize(self.0) }.expect("cuStreamSynchronize");
+    }
+}
+
+impl Drop for RawStream {
+    fn drop(&mut self) {
+        // SAFETY: created by `new`, destroyed once.
+        let _ = unsafe { result::stream::destroy(self.0) };
+    }
+}
+
+/// The inputs of one call on the host, sized by the descriptor's validated extents.
+pub struct Problem {
+    pub g: Gemm,
+    pub a: HostBuf,
+    pub b: HostBuf,
+    pub bias: Option<HostBuf>,
+    /// C before the call (poison, or random values for accumulate mode).
+    pub c0: HostBuf,
+}
+
+impl Problem {
+    pub fn random(g: Gemm, rng: &mut Rng) -> Self {
+        let ext = sgemm_bi::validate::check(&g).expect("test descriptors are valid");
+        let a = HostBuf::random(g.a.dtype, ext.a.max(1), rng);
+        let b = HostBuf::random(g.b.dtype, ext.b.max(1), rng);
+        let bias = g.bias.map(|d| HostBuf::random(d, g.n.max(1), rng));
+        let c0 = match g.c.mode {
+            sgemm_bi::OutputMode::AccumulateF32 => HostBuf::random(DType::F32, ext.c.max(1), rng),
+            sgemm_bi::OutputMode::Overwrite(d) => HostBuf::poison(d, ext.c.max(1)),
+        };
+        Problem { g, a, b, bias, c0 }
+    }
+
+    /// The CPU engine's result.
+    pub fn on_cpu(&self, cpu: &Engine) -> HostBuf {
+        let mut c = self.c0.clone();
+        cpu.gemm_host(
+            &self.g,
+            self.a.slice(),
+            self.b.slice(),
+            self.bias.as_ref().map(|b| b.slice()),
+            c.slice_mut(),
+        )
+        .expect("CPU gemm");
+        c
+    }
+
+    /// The GPU engine's result on `stream` (synchronized before returning).
+    pub fn on_gpu(&self, gpu: &Engine, stream: &RawStream) -> HostBuf {
+        let (a, b, c) = (
+            DeviceBuf::upload(&self.a),
+            DeviceBuf::upload(&self.b),
+            DeviceBuf::upload(&self.c0),
+        );
+        let bias = self.bias.as_ref().map(DeviceBuf::upload);
+        let p = GemmPointers {
+            a: a.at(0),
+            b: b.at(0),
+            bias: bias.as_ref().map_or(std::ptr::null(), |x| x.at(0)),
+            c: c.at(0),
+        };
+        // SAFETY: every buffer spans the validated extents and lives until the sync below.
+        unsafe { gpu.gemm(&self.g, p, stream.handle()) }.expect("GPU gemm");
+        stream.sync();
+        let mut out = self.c0.clone();
+        c.download_into(&mut out);
+        out
+    }
+}
+
+/// Index and bits of the first element where two results differ, if any.
+pub fn first_difference(x: &HostBuf, y: &HostBuf) -> Option<(usize, u32, u32)> {
+    let (bx, by) = (x.bits(), y.bits());
+    assert_eq!(bx.len(), by.len());
+    bx.iter()
+        .zip(&by)
+        .enumerate()
+        .find(|(_, (p, q))| p != q)
+        .map(|(i, (p, q))| (i, *p, *q))
+}
