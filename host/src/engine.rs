@@ -185,6 +185,42 @@ impl Engine {
         Ok(())
     }
 
+    /// Safe form of [`Engine::forward`] over host slices (CPU engine only).
+    pub fn forward_host(
+        &self,
+        l: &Linear,
+        x: HostSlice<'_>,
+        w: HostSlice<'_>,
+        bias: Option<HostSlice<'_>>,
+        y: HostSliceMut<'_>,
+    ) -> Result<()> {
+        self.gemm_host(&l.forward(bias.map(|b| b.dtype())), x, w, bias, y)
+    }
+
+    /// Safe form of [`Engine::backward_dw`] over host slices (CPU engine only).
+    pub fn backward_dw_host(
+        &self,
+        l: &Linear,
+        dy: HostSlice<'_>,
+        x: HostSlice<'_>,
+        dw: HostSliceMut<'_>,
+        mode: OutputMode,
+    ) -> Result<()> {
+        let (a, b) = l.dw_operands(dy, x);
+        self.gemm_host(&l.backward_dw(mode), a, b, None, dw)
+    }
+
+    /// Safe form of [`Engine::backward_dx`] over host slices (CPU engine only).
+    pub fn backward_dx_host(
+        &self,
+        l: &Linear,
+        dy: HostSlice<'_>,
+        w: HostSlice<'_>,
+        dx: HostSliceMut<'_>,
+    ) -> Result<()> {
+        self.gemm_host(&l.backward_dx(), dy, w, None, dx)
+    }
+
     /// `Y = X·W (+ bias)` for the layer `l` (see [`Linear::forward`]).
     ///
     /// # Safety
@@ -224,10 +260,7 @@ impl Engine {
         stream: Stream,
     ) -> Result<()> {
         let g = l.backward_dw(mode);
-        let (a, b) = match l.weight {
-            crate::triad::WeightLayout::KN => (x, dy),
-            crate::triad::WeightLayout::NK => (dy, x),
-        };
+        let (a, b) = l.dw_operands(dy, x);
         let p = GemmPointers {
             a,
             b,

@@ -93,6 +93,15 @@ impl Linear {
         }
     }
 
+    /// The (A, B) operands of [`Linear::backward_dw`]'s GEMM, given dY and X: (X, dY) for
+    /// `KN` weights (`dW = Xᵀ·dY`), (dY, X) for `NK` weights (`dWᵀ = dYᵀ·X`).
+    pub fn dw_operands<T>(&self, dy: T, x: T) -> (T, T) {
+        match self.weight {
+            WeightLayout::KN => (x, dy),
+            WeightLayout::NK => (dy, x),
+        }
+    }
+
     /// `dX[M,K] = dY[M,N] · Wᵀ`, in `dtype`.
     pub fn backward_dx(&self) -> Gemm {
         let b = match self.weight {

@@ -32,6 +32,7 @@ fn overflow(operand: Which, detail: impl Into<String>) -> Error {
 /// Span in elements of a `rows × cols` matrix with leading dimension `ld` repeated `batch`
 /// times `batch_stride` apart (0 when any extent is 0). Also checks that the span in bytes
 /// fits in `isize`, so every pointer offset inside it is representable.
+#[allow(clippy::too_many_arguments)] // one flat description of a strided matrix
 fn span(
     which: Which,
     dtype: DType,
