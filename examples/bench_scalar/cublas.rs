@@ -119,6 +119,7 @@ impl Cublas {
     ///
     /// # Safety
     /// Device pointers of the current context holding M×K, K×N and M×N elements.
+    #[allow(clippy::too_many_arguments)] // cuBLAS's own argument list
     pub unsafe fn gemm_16bit(
         &self,
         bf16: bool,

@@ -38,6 +38,13 @@ pub enum Error {
         min: usize,
     },
 
+    #[error("batch stride {stride} of {operand} makes batch entries overlap: each spans {span} elements")]
+    OverlappingBatches {
+        operand: Operand,
+        stride: usize,
+        span: usize,
+    },
+
     #[error("unsupported dtype combination: {0}")]
     UnsupportedDtype(String),
 

@@ -6,7 +6,7 @@
 //! expressed as one [`Gemm`], so it inherits the tier's contract: every output element is one
 //! chain over the reduced dimension in ascending order.
 
-use crate::types::{DType, Gemm, Layout, Operand, Output, OutputMode, Tier};
+use crate::types::{dense_ld, DType, Gemm, Layout, Operand, Output, OutputMode, Tier};
 
 /// How a weight matrix is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,7 +50,7 @@ impl Linear {
             bias,
             c: Output {
                 mode: OutputMode::Overwrite(self.dtype),
-                ldc: self.n,
+                ldc: dense_ld(self.n),
                 batch_stride: 0,
             },
             tier: self.tier,
@@ -86,7 +86,7 @@ impl Linear {
             bias: None,
             c: Output {
                 mode,
-                ldc: n,
+                ldc: dense_ld(n),
                 batch_stride: 0,
             },
             tier: self.tier,
@@ -120,7 +120,7 @@ impl Linear {
             bias: None,
             c: Output {
                 mode: OutputMode::Overwrite(self.dtype),
-                ldc: self.k,
+                ldc: dense_ld(self.k),
                 batch_stride: 0,
             },
             tier: self.tier,

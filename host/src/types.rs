@@ -92,6 +92,16 @@ impl fmt::Display for Device {
     }
 }
 
+/// The leading dimension of a densely packed matrix whose rows hold `n` elements: `n`, but at
+/// least 1 (the minimum validation accepts, so that empty matrices are valid).
+pub const fn dense_ld(n: usize) -> usize {
+    if n == 0 {
+        1
+    } else {
+        n
+    }
+}
+
 /// One input matrix of a GEMM: its element type and where each element lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Operand {
@@ -105,22 +115,24 @@ pub struct Operand {
 }
 
 impl Operand {
-    /// A densely packed row-major matrix with `cols` columns.
+    /// A densely packed row-major matrix with `cols` columns (leading dimension
+    /// `max(1, cols)`, the least validation accepts, so empty matrices are valid too).
     pub const fn row_major(dtype: DType, cols: usize) -> Self {
         Operand {
             dtype,
             layout: Layout::RowMajor,
-            ld: cols,
+            ld: dense_ld(cols),
             batch_stride: 0,
         }
     }
 
-    /// A densely packed column-major matrix with `rows` rows.
+    /// A densely packed column-major matrix with `rows` rows (leading dimension
+    /// `max(1, rows)`).
     pub const fn col_major(dtype: DType, rows: usize) -> Self {
         Operand {
             dtype,
             layout: Layout::ColMajor,
-            ld: rows,
+            ld: dense_ld(rows),
             batch_stride: 0,
         }
     }
@@ -192,7 +204,7 @@ impl Gemm {
             bias: None,
             c: Output {
                 mode: OutputMode::Overwrite(dtype),
-                ldc: n,
+                ldc: dense_ld(n),
                 batch_stride: 0,
             },
             tier: Tier::Scalar,

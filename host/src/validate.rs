@@ -149,13 +149,11 @@ pub fn check(g: &Gemm) -> Result<Extents> {
         // the order in which entries run.
         let one = (g.m - 1) * g.c.ldc + g.n;
         if g.c.batch_stride < one {
-            return Err(overflow(
-                Which::C,
-                format!(
-                    "batch stride {} of C makes batch entries overlap (each spans {one} elements)",
-                    g.c.batch_stride
-                ),
-            ));
+            return Err(Error::OverlappingBatches {
+                operand: Which::C,
+                stride: g.c.batch_stride,
+                span: one,
+            });
         }
     }
     let bias = match g.bias {
