@@ -1,7 +1,6 @@
 //! The vendored PTX in `kernels-gpu/ptx/` is what the kernel sources compile to, and every
 //! module assembles with ptxas for the GPUs it targets.
 
-use std::path::Path;
 use std::process::Command;
 
 fn required(var: &str) -> bool {
@@ -21,10 +20,11 @@ fn vendored_ptx_equals_a_fresh_build() {
         );
         return;
     }
-    let vendored = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels-gpu/ptx/sm80.ptx"),
-    )
-    .expect("kernels-gpu/ptx/sm80.ptx");
+    // Embedded at compile time, so the test binary also runs where the sources are not.
+    let vendored = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/kernels-gpu/ptx/sm80.ptx"
+    ));
     assert!(
         vendored == sgemm_bi::ptx::SM80,
         "kernels-gpu/ptx/sm80.ptx is stale: regenerate it with `SGEMM_BI_UPDATE_PTX=1 cargo build`"
