@@ -1,0 +1,334 @@
+//! The engine handle and the calls that run on it.
+
+use std::ffi::c_void;
+use std::mem::size_of;
+
+use sgemm_bi::{DType, Device, Engine, GemmPointers, Stream, Tier};
+
+use crate::desc::{
+    self, check_struct_size, read_struct, sgemm_bi_capabilities, sgemm_bi_device_kind,
+    sgemm_bi_gemm_desc, sgemm_bi_linear,
+};
+use crate::status::{boundary, sgemm_bi_status, CResult, Failure};
+
+/// A GEMM engine bound to one device (opaque). Created by `sgemm_bi_engine_create`,
+/// released by `sgemm_bi_engine_destroy`.
+///
+/// Thread safety: an engine may be used by any number of threads at once; every call is
+/// independent of the others and the engine holds no per-call state. Only
+/// `sgemm_bi_engine_destroy` must not overlap another call on the same engine.
+pub struct sgemm_bi_engine {
+    engine: Engine,
+}
+
+// The handle is shared between threads as the header promises.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<sgemm_bi_engine>();
+};
+
+/// The engine behind `handle`.
+///
+/// # Safety
+/// 1. `handle` is NULL or a live handle from `sgemm_bi_engine_create`, not destroyed while
+///    the returned borrow is used.
+unsafe fn engine<'a>(handle: *const sgemm_bi_engine) -> CResult<&'a Engine> {
+    // SAFETY: contract 1.
+    unsafe { handle.as_ref() }
+        .map(|h| &h.engine)
+        .ok_or_else(|| Failure::null("engine"))
+}
+
+/// Creates an engine: the CPU backend (`device_kind` `SGEMM_BI_DEVICE_KIND_CPU`, `ordinal`
+/// 0) or the CUDA device `ordinal` (`SGEMM_BI_DEVICE_KIND_CUDA`), whose primary context then
+/// owns every device pointer and stream passed to the engine. On a CUDA device this loads
+/// the library's kernels (JIT-compiled by the driver once per process and device).
+///
+/// On success `*out` is the new engine; on failure it is set to NULL (when `out` is not
+/// NULL). Without a CUDA driver the result is `SGEMM_BI_STATUS_NO_DRIVER`, without that
+/// device `SGEMM_BI_STATUS_NO_DEVICE`; the CPU backend always exists.
+///
+/// # Safety
+/// 1. `out` is NULL or valid for writing one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_engine_create(
+    device_kind: u32,
+    ordinal: u32,
+    out: *mut *mut sgemm_bi_engine,
+) -> sgemm_bi_status {
+    boundary(|| {
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        // SAFETY: `out` is valid for a write (contract 1); NULL until an engine exists.
+        unsafe { out.write(std::ptr::null_mut()) };
+        let device = desc::device(device_kind, ordinal)?;
+        let engine = Engine::new(device)?;
+        let handle = Box::into_raw(Box::new(sgemm_bi_engine { engine }));
+        // SAFETY: as above.
+        unsafe { out.write(handle) };
+        Ok(())
+    })
+}
+
+/// Releases an engine. `sgemm_bi_engine_destroy(NULL)` does nothing and returns
+/// `SGEMM_BI_STATUS_OK`. Work already enqueued on a CUDA stream must have completed (or be
+/// synchronised first): the kernels it runs are unloaded.
+///
+/// # Safety
+/// 1. `engine` is NULL or a live handle from `sgemm_bi_engine_create`, destroyed once.
+/// 2. No other call on this engine runs concurrently or afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_engine_destroy(engine: *mut sgemm_bi_engine) -> sgemm_bi_status {
+    boundary(|| {
+        if !engine.is_null() {
+            // SAFETY: the handle came from `Box::into_raw` in `sgemm_bi_engine_create` and is
+            // released exactly once with no other user left (contracts 1 and 2).
+            drop(unsafe { Box::from_raw(engine) });
+        }
+        Ok(())
+    })
+}
+
+/// Describes the engine's device: its kind, ordinal, compute capability and which tiers it
+/// runs. The caller sets `out->struct_size = sizeof(sgemm_bi_capabilities)` first.
+///
+/// # Safety
+/// 1. `engine` is NULL or a live engine.
+/// 2. `out` is NULL or points to a writable `sgemm_bi_capabilities` (at least its
+///    `struct_size` field is readable).
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_engine_capabilities(
+    engine: *const sgemm_bi_engine,
+    out: *mut sgemm_bi_capabilities,
+) -> sgemm_bi_status {
+    boundary(|| {
+        // SAFETY: contract 1.
+        let e = unsafe { self::engine(engine) }?;
+        // SAFETY: contract 2.
+        unsafe { check_struct_size(out.cast_const(), "out") }?;
+        let (kind, ordinal) = match e.device() {
+            Device::Cpu => (sgemm_bi_device_kind::Cpu, 0),
+            Device::Cuda(i) => (sgemm_bi_device_kind::Cuda, i as u32),
+        };
+        let tiers = [Tier::Scalar, Tier::TensorCores]
+            .into_iter()
+            .filter(|&t| e.supports(t))
+            .fold(0u32, |bits, t| bits | 1 << desc::c_tier(t));
+        let (major, minor) = e.compute_capability().unwrap_or((0, 0));
+        let caps = sgemm_bi_capabilities {
+            struct_size: size_of::<sgemm_bi_capabilities>() as u32,
+            device_kind: kind as u32,
+            ordinal,
+            tiers,
+            compute_capability_major: major,
+            compute_capability_minor: minor,
+            reserved: [0; 4],
+        };
+        // SAFETY: `out` points to a whole struct of this size (contract 2, size checked).
+        unsafe { out.write(caps) };
+        Ok(())
+    })
+}
+
+/// Sets `*out` to whether the engine can run `tier` (a `sgemm_bi_tier`).
+///
+/// # Safety
+/// 1. `engine` is NULL or a live engine.
+/// 2. `out` is NULL or valid for writing one `bool`.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_engine_supports(
+    engine: *const sgemm_bi_engine,
+    tier: u32,
+    out: *mut bool,
+) -> sgemm_bi_status {
+    boundary(|| {
+        // SAFETY: contract 1.
+        let e = unsafe { self::engine(engine) }?;
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        let t = desc::tier(tier, "tier")?;
+        // SAFETY: contract 2.
+        unsafe { out.write(e.supports(t)) };
+        Ok(())
+    })
+}
+
+/// Fills `*out` with a dense, unbatched, row-major `C[M,N] = A[M,K] · B[K,N]` in `dtype`
+/// (a `sgemm_bi_dtype`) on the scalar tier, without bias: `struct_size` set, leading
+/// dimensions `max(1, K)`, `max(1, N)` and `max(1, N)`, reserved fields zero. Change any
+/// field before passing it to `sgemm_bi_gemm`.
+///
+/// # Safety
+/// 1. `out` is NULL or valid for writing one `sgemm_bi_gemm_desc`.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_gemm_desc_dense(
+    m: u64,
+    n: u64,
+    k: u64,
+    dtype: u32,
+    out: *mut sgemm_bi_gemm_desc,
+) -> sgemm_bi_status {
+    boundary(|| {
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        let d = desc::dtype(dtype, "dtype")?;
+        let size = |v: u64, name: &str| {
+            usize::try_from(v).map_err(|_| {
+                Failure::new(
+                    sgemm_bi_status::Overflow,
+                    format!("{name} is {v}, which overflows size_t on this platform"),
+                )
+            })
+        };
+        let g = sgemm_bi::Gemm::dense(size(m, "m")?, size(n, "n")?, size(k, "k")?, d);
+        // SAFETY: contract 1.
+        unsafe { out.write(sgemm_bi_gemm_desc::from_gemm(&g)) };
+        Ok(())
+    })
+}
+
+/// Runs `C[b] = A[b] · B[b] (+ bias)` for b in 0..batch as `desc` describes.
+///
+/// On a CUDA engine `a`, `b`, `bias` and `c` are device pointers of the device's primary
+/// context, aligned to their element size, and the work is enqueued on `stream` (a
+/// `CUstream` / `cudaStream_t` of that context; NULL is the legacy default stream): the
+/// call returns without synchronising and allocates nothing, so it can be captured in a
+/// CUDA graph. On the CPU engine they are host pointers, the call completes before it
+/// returns, and `stream` is ignored.
+///
+/// Everything is checked before anything runs: the handle and descriptor, every enum and
+/// reserved field, the shapes, leading dimensions and strides (extents that overflow are
+/// rejected), the dtypes, the tier, and that A, B, C (and the bias when `has_bias` is 1)
+/// are not NULL when the call reads or writes them. `bias` must be NULL when `has_bias`
+/// is 0. When M, N or batch is 0 the call does nothing.
+///
+/// # Safety
+/// 1. `engine` is NULL or a live engine; `desc` is NULL or a readable `sgemm_bi_gemm_desc`
+///    (its `struct_size` is checked before the rest is read).
+/// 2. Each of `a`, `b`, `bias`, `c` that the call reads or writes is valid for the extent
+///    the descriptor gives it (for A: `(batch-1)*a.batch_stride` plus the last element of
+///    an M × K matrix with leading dimension `a.ld`, likewise for B and C; the bias holds
+///    N elements). The library cannot check raw pointers against allocations: the caller
+///    guarantees the extents.
+/// 3. C does not overlap A, B or the bias.
+/// 4. CUDA: the buffers stay alive until the work on `stream` has completed, and `stream`
+///    is NULL or a live stream of the device's primary context.
+/// 5. CPU: no other thread writes A, B or the bias, or touches C, during the call.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_gemm(
+    engine: *const sgemm_bi_engine,
+    desc: *const sgemm_bi_gemm_desc,
+    a: *const c_void,
+    b: *const c_void,
+    bias: *const c_void,
+    c: *mut c_void,
+    stream: *mut c_void,
+) -> sgemm_bi_status {
+    boundary(|| {
+        // SAFETY: contract 1.
+        let e = unsafe { self::engine(engine) }?;
+        // SAFETY: contract 1.
+        let g = unsafe { read_struct(desc, "desc") }?.to_gemm()?;
+        if g.bias.is_none() && !bias.is_null() {
+            return Err(Failure::invalid(
+                "bias is not NULL, but desc->has_bias is 0: set has_bias to 1 (and bias_dtype) \
+                 to add it, or pass NULL",
+            ));
+        }
+        let p = GemmPointers { a, b, bias, c };
+        // SAFETY: contracts 2 to 5 are `Engine::gemm`'s.
+        unsafe { e.gemm(&g, p, Stream(stream)) }?;
+        Ok(())
+    })
+}
+
+/// The forward pass of a linear layer: `Y[M,N] = X[M,K] · W (+ bias[N])`, Y in
+/// `layer->dtype`. `bias` may be NULL (no bias); otherwise its element type is `bias_dtype`
+/// (a `sgemm_bi_dtype`: f32 or the layer's dtype; checked even when `bias` is NULL).
+///
+/// # Safety
+/// As for `sgemm_bi_gemm`, with X `[M,K]` and Y `[M,N]` dense row-major, W `[K,N]` or
+/// `[N,K]` row-major as `layer->weight_layout` says, and the bias `[N]`. `layer` is NULL or
+/// a readable `sgemm_bi_linear`.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_forward(
+    engine: *const sgemm_bi_engine,
+    layer: *const sgemm_bi_linear,
+    x: *const c_void,
+    w: *const c_void,
+    bias: *const c_void,
+    bias_dtype: u32,
+    y: *mut c_void,
+    stream: *mut c_void,
+) -> sgemm_bi_status {
+    boundary(|| {
+        // SAFETY: forwarded contract.
+        let e = unsafe { self::engine(engine) }?;
+        // SAFETY: forwarded contract.
+        let l = unsafe { read_struct(layer, "layer") }?.to_linear()?;
+        let bias_dtype: DType = desc::dtype(bias_dtype, "bias_dtype")?;
+        let bias = (!bias.is_null()).then_some((bias, bias_dtype));
+        // SAFETY: forwarded contract.
+        unsafe { e.forward(&l, x, w, bias, y, Stream(stream)) }?;
+        Ok(())
+    })
+}
+
+/// The weight gradient of a linear layer: `dW = Xᵀ · dY` (reduced over the M rows in
+/// ascending order), stored in W's layout. `output_mode` (a `sgemm_bi_output_mode`)
+/// overwrites dW in `dw_dtype` (a `sgemm_bi_dtype`), or accumulates `dW += …` in f32
+/// (`dw_dtype` must then be `SGEMM_BI_DTYPE_F32`).
+///
+/// # Safety
+/// As for `sgemm_bi_gemm`, with dY `[M,N]` and X `[M,K]` dense row-major and dW `[K,N]` or
+/// `[N,K]` as `layer->weight_layout` says. `layer` is NULL or a readable `sgemm_bi_linear`.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_backward_dw(
+    engine: *const sgemm_bi_engine,
+    layer: *const sgemm_bi_linear,
+    dy: *const c_void,
+    x: *const c_void,
+    dw: *mut c_void,
+    output_mode: u32,
+    dw_dtype: u32,
+    stream: *mut c_void,
+) -> sgemm_bi_status {
+    boundary(|| {
+        // SAFETY: forwarded contract.
+        let e = unsafe { self::engine(engine) }?;
+        // SAFETY: forwarded contract.
+        let l = unsafe { read_struct(layer, "layer") }?.to_linear()?;
+        let mode = desc::output_mode(output_mode, dw_dtype, "output_mode", "dw_dtype")?;
+        // SAFETY: forwarded contract.
+        unsafe { e.backward_dw(&l, dy, x, dw, mode, Stream(stream)) }?;
+        Ok(())
+    })
+}
+
+/// The input gradient of a linear layer: `dX[M,K] = dY[M,N] · Wᵀ`, in `layer->dtype`.
+///
+/// # Safety
+/// As for `sgemm_bi_gemm`, with dY `[M,N]` and dX `[M,K]` dense row-major and W as
+/// `layer->weight_layout` says. `layer` is NULL or a readable `sgemm_bi_linear`.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_backward_dx(
+    engine: *const sgemm_bi_engine,
+    layer: *const sgemm_bi_linear,
+    dy: *const c_void,
+    w: *const c_void,
+    dx: *mut c_void,
+    stream: *mut c_void,
+) -> sgemm_bi_status {
+    boundary(|| {
+        // SAFETY: forwarded contract.
+        let e = unsafe { self::engine(engine) }?;
+        // SAFETY: forwarded contract.
+        let l = unsafe { read_struct(layer, "layer") }?.to_linear()?;
+        // SAFETY: forwarded contract.
+        unsafe { e.backward_dx(&l, dy, w, dx, Stream(stream)) }?;
+        Ok(())
+    })
+}
