@@ -72,6 +72,8 @@ fn random_device(len: usize, dtype: DType, seed: u64) -> u64 {
     unsafe {
         let p = result::malloc_sync(bytes.len()).unwrap();
         result::memcpy_htod_sync(p, &bytes).unwrap();
+        // The benchmark's stream is non-blocking: make sure the upload has landed.
+        result::ctx::synchronize().unwrap();
         p
     }
 }

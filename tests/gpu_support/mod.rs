@@ -140,6 +140,21 @@ impl DeviceBuf {
         let d = DeviceBuf::alloc(h.bytes().len());
         // SAFETY: `d` holds exactly that many bytes.
         unsafe { result::memcpy_htod_sync(d.ptr, h.bytes()) }.expect("cuMemcpyHtoD");
+        // From pageable memory cuMemcpyHtoD may return before its DMA lands, and the tests
+        // launch on non-blocking streams, which do not wait for the legacy stream: without
+        // this the upload's tail can overwrite the kernel's output (seen on the H200).
+        result::ctx::synchronize().expect("cuCtxSynchronize");
+        d
+    }
+    /// A buffer holding `h` from byte `byte_offset` on (the bytes before it are zero), so
+    /// `at(byte_offset)` is `h` at an address with that offset from the allocation's
+    /// 256-byte alignment.
+    pub fn upload_at(h: &HostBuf, byte_offset: usize) -> Self {
+        let d = DeviceBuf::alloc(byte_offset + h.bytes().len());
+        let mut bytes = vec![0u8; byte_offset];
+        bytes.extend_from_slice(h.bytes());
+        // SAFETY: `d` holds exactly that many bytes.
+        unsafe { result::memcpy_htod_sync(d.ptr, &bytes) }.expect("cuMemcpyHtoD");
         d
     }
     /// Copies the buffer into `h` (which must have the same size).
