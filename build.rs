@@ -32,7 +32,10 @@ const MODULES: &[Module] = &[Module {
 /// Launch bounds the PTX cannot get from Rust source: entry-name prefix, threads per block,
 /// blocks per SM. The scalar kernels run 256 threads (`scalar::config::THREADS`) and need two
 /// blocks per SM to hide latency, which caps them at 128 registers (ptxas fits them unspilled).
-const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[("sgemm_bi_scalar_", 256, 2)];
+/// The tensor-core kernels run 256 threads too (`tensor::config::THREADS`), two blocks per SM
+/// (2 × 80 KiB of shared memory fits sm_80's 164 KiB), so also at most 128 registers.
+const LAUNCH_BOUNDS: &[(&str, u32, u32)] =
+    &[("sgemm_bi_scalar_", 256, 2), ("sgemm_bi_tc_", 256, 2)];
 
 /// Name of the dynamic shared-memory window every kernel addresses (`arch::shared`).
 const DYN_SMEM: &str = "sgemm_bi_dyn_smem";

@@ -75,13 +75,10 @@ impl Engine {
     fn tier_unavailable(&self, tier: Tier) -> Option<String> {
         match (tier, &self.backend) {
             (Tier::Scalar, Backend::Cpu) => None,
-            (Tier::Scalar, Backend::Cuda(c)) => c.scalar_unavailable(),
             (Tier::TensorCores, Backend::Cpu) => {
                 Some("the CPU backend has no tensor-core tier".into())
             }
-            (Tier::TensorCores, Backend::Cuda(_)) => {
-                Some("the tensor-core tier is not part of this release".into())
-            }
+            (tier, Backend::Cuda(c)) => c.tier_unavailable(tier),
         }
     }
 

@@ -61,7 +61,9 @@ pub enum Tier {
     /// One f32 fma chain per output element, ascending k, identical bits on the CPU and on
     /// every GPU.
     Scalar = 0,
-    /// Tensor-core MMA steps in ascending k (not yet available in this release).
+    /// Tensor-core MMA steps in ascending k (bf16/f16 inputs, f32 accumulation): one
+    /// accumulator per element, K in steps of 16, batch- and N-invariant; the bits are the
+    /// GPU family's. CUDA GPUs of compute capability 8.0 or newer.
     TensorCores = 1,
 }
 

@@ -1,6 +1,7 @@
 //! Input element types as the kernels read them: each is upcast to f32 exactly at load.
 
 use crate::arch::convert::cvt_f32_f16;
+use crate::arch::mma::{mma_m16n8k16_f32_bf16, mma_m16n8k16_f32_f16};
 
 /// An input element stored in global memory.
 ///
@@ -68,5 +69,26 @@ impl Element for F16 {
     #[inline(always)]
     fn to_f32(raw: u32) -> f32 {
         cvt_f32_f16(raw as u16)
+    }
+}
+
+/// A 16-bit input the tensor cores multiply: one `mma.sync.m16n8k16` step with f32
+/// accumulators (`crate::tensor`). Fragments hold raw bits, two elements per `u32`.
+pub trait MmaElement: Copy {
+    /// `d = a · b + d` for one 16 × 8 tile and 16 k (register layouts in `arch::mma`).
+    fn mma_m16n8k16(d: &mut [f32; 4], a: &[u32; 4], b: &[u32; 2]);
+}
+
+impl MmaElement for Bf16 {
+    #[inline(always)]
+    fn mma_m16n8k16(d: &mut [f32; 4], a: &[u32; 4], b: &[u32; 2]) {
+        mma_m16n8k16_f32_bf16(d, a, b)
+    }
+}
+
+impl MmaElement for F16 {
+    #[inline(always)]
+    fn mma_m16n8k16(d: &mut [f32; 4], a: &[u32; 4], b: &[u32; 2]) {
+        mma_m16n8k16_f32_f16(d, a, b)
     }
 }

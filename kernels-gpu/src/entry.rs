@@ -1,19 +1,22 @@
 //! The named entry points the host launches: one per tier, input dtype and operand layouts.
-//! Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>`, `r` = row-major, `c` = column-major.
+//! Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>` and
+//! `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` = row-major, `c` =
+//! column-major; `_unaligned` loads operands element by element (any 2-byte alignment).
 
 use crate::element::{Bf16, F16, F32};
-use crate::params::ScalarGemmParams;
+use crate::params::GemmParams;
 use crate::scalar;
+use crate::tensor;
 
 macro_rules! scalar_entry {
     ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr) => {
         /// Scalar-tier GEMM entry point (see `scalar`).
         ///
         /// # Safety
-        /// Launched by the host with a validated `ScalarGemmParams`, `scalar::config::THREADS`
+        /// Launched by the host with a validated `GemmParams`, `scalar::config::THREADS`
         /// threads and `scalar::config::SMEM_BYTES` of dynamic shared memory.
         #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $name(p: ScalarGemmParams) {
+        pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
             // SAFETY: forwarded launch contract.
             unsafe { scalar::gemm::<$elem, $a, $b>(&p) }
         }
@@ -32,3 +35,36 @@ scalar_entry!(sgemm_bi_scalar_f16_rr, F16, a_k_contiguous: true, b_k_contiguous:
 scalar_entry!(sgemm_bi_scalar_f16_rc, F16, a_k_contiguous: true, b_k_contiguous: true);
 scalar_entry!(sgemm_bi_scalar_f16_cr, F16, a_k_contiguous: false, b_k_contiguous: false);
 scalar_entry!(sgemm_bi_scalar_f16_cc, F16, a_k_contiguous: false, b_k_contiguous: true);
+
+macro_rules! tensor_entry {
+    ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, cp_async: $cp:expr) => {
+        /// Tensor-core GEMM entry point (see `tensor`).
+        ///
+        /// # Safety
+        /// Launched by the host with a validated `GemmParams`, `tensor::config::THREADS`
+        /// threads and `tensor::config::SMEM_BYTES` of dynamic shared memory; the cp.async
+        /// entries only for 16-byte aligned operands.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
+            // SAFETY: forwarded launch contract.
+            unsafe { tensor::gemm::<$elem, $a, $b, $cp>(&p) }
+        }
+    };
+}
+
+tensor_entry!(sgemm_bi_tc_bf16_rr, Bf16, a_k_contiguous: true, b_k_contiguous: false, cp_async: true);
+tensor_entry!(sgemm_bi_tc_bf16_rc, Bf16, a_k_contiguous: true, b_k_contiguous: true, cp_async: true);
+tensor_entry!(sgemm_bi_tc_bf16_cr, Bf16, a_k_contiguous: false, b_k_contiguous: false, cp_async: true);
+tensor_entry!(sgemm_bi_tc_bf16_cc, Bf16, a_k_contiguous: false, b_k_contiguous: true, cp_async: true);
+tensor_entry!(sgemm_bi_tc_f16_rr, F16, a_k_contiguous: true, b_k_contiguous: false, cp_async: true);
+tensor_entry!(sgemm_bi_tc_f16_rc, F16, a_k_contiguous: true, b_k_contiguous: true, cp_async: true);
+tensor_entry!(sgemm_bi_tc_f16_cr, F16, a_k_contiguous: false, b_k_contiguous: false, cp_async: true);
+tensor_entry!(sgemm_bi_tc_f16_cc, F16, a_k_contiguous: false, b_k_contiguous: true, cp_async: true);
+tensor_entry!(sgemm_bi_tc_bf16_rr_unaligned, Bf16, a_k_contiguous: true, b_k_contiguous: false, cp_async: false);
+tensor_entry!(sgemm_bi_tc_bf16_rc_unaligned, Bf16, a_k_contiguous: true, b_k_contiguous: true, cp_async: false);
+tensor_entry!(sgemm_bi_tc_bf16_cr_unaligned, Bf16, a_k_contiguous: false, b_k_contiguous: false, cp_async: false);
+tensor_entry!(sgemm_bi_tc_bf16_cc_unaligned, Bf16, a_k_contiguous: false, b_k_contiguous: true, cp_async: false);
+tensor_entry!(sgemm_bi_tc_f16_rr_unaligned, F16, a_k_contiguous: true, b_k_contiguous: false, cp_async: false);
+tensor_entry!(sgemm_bi_tc_f16_rc_unaligned, F16, a_k_contiguous: true, b_k_contiguous: true, cp_async: false);
+tensor_entry!(sgemm_bi_tc_f16_cr_unaligned, F16, a_k_contiguous: false, b_k_contiguous: false, cp_async: false);
+tensor_entry!(sgemm_bi_tc_f16_cc_unaligned, F16, a_k_contiguous: false, b_k_contiguous: true, cp_async: false);

@@ -1,6 +1,7 @@
 //! sgemm-bi device code. Compiled by `../build.rs` to one PTX module per GPU family:
 //!
-//! * `sm80`: every kernel that needs nothing newer than Ampere (the scalar tier).
+//! * `sm80`: every kernel that needs nothing newer than Ampere (the scalar tier and the
+//!   tensor-core tier's mma.sync path).
 //!
 //! Layout of this crate: `arch/` holds one wrapper per PTX instruction and nothing else;
 //! `params.rs` the `#[repr(C)]` structs the host passes by value (the host crate includes
@@ -16,8 +17,10 @@ pub mod unroll;
 pub mod arch;
 pub mod element;
 pub mod entry;
+pub mod finish;
 pub mod params;
 pub mod scalar;
+pub mod tensor;
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

@@ -22,11 +22,12 @@ pub const BIAS_BF16: u32 = 2;
 /// `bias_dtype`: f16 bias.
 pub const BIAS_F16: u32 = 3;
 
-/// Parameters of every scalar-tier GEMM kernel. Addresses are device addresses; every
-/// count and stride is in elements of its buffer and 64-bit, so no index wraps.
+/// Parameters of every GEMM kernel, scalar and tensor-core alike. Addresses are device
+/// addresses; every count and stride is in elements of its buffer and 64-bit, so no index
+/// wraps.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ScalarGemmParams {
+pub struct GemmParams {
     pub a: u64,
     pub b: u64,
     pub bias: u64,
@@ -41,7 +42,8 @@ pub struct ScalarGemmParams {
     pub batch_stride_a: u64,
     pub batch_stride_b: u64,
     pub batch_stride_c: u64,
-    /// Output tiles along M and N (ceil(M / BM), ceil(N / BN)), computed by the host.
+    /// Output tiles along M and N (ceil(M / BM), ceil(N / BN) for the launched kernel's tile),
+    /// computed by the host.
     pub tiles_m: u64,
     pub tiles_n: u64,
     pub out_mode: u32,

@@ -155,6 +155,8 @@ impl DeviceBuf {
         bytes.extend_from_slice(h.bytes());
         // SAFETY: `d` holds exactly that many bytes.
         unsafe { result::memcpy_htod_sync(d.ptr, &bytes) }.expect("cuMemcpyHtoD");
+        // As in `upload`: let the DMA land before any non-blocking stream reads the buffer.
+        result::ctx::synchronize().expect("cuCtxSynchronize");
         d
     }
     /// Copies the buffer into `h` (which must have the same size).

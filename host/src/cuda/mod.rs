@@ -4,6 +4,7 @@
 
 mod kernel_abi;
 mod scalar;
+mod tensor;
 
 use std::ffi::CString;
 use std::sync::Arc;
@@ -11,12 +12,13 @@ use std::sync::Arc;
 use cudarc::driver::{result, sys, CudaContext};
 
 use crate::error::{Error, Operand as Which, Result};
-use crate::types::{Gemm, GemmPointers, Stream};
+use crate::types::{Gemm, GemmPointers, Stream, Tier};
 
 /// PTX text of each module the engine may load (see `kernels-gpu/`).
 #[derive(Debug)]
 pub struct KernelImages {
-    /// Kernels that need nothing newer than sm_80 (the scalar tier).
+    /// Kernels that need nothing newer than sm_80 (the scalar tier and the tensor-core
+    /// tier's mma.sync path).
     pub sm80: &'static str,
 }
 
@@ -78,6 +80,8 @@ pub(crate) struct CudaBackend {
     capability: (u32, u32),
     /// `None` on GPUs older than sm_80, where the sm_80 module cannot load.
     scalar: Option<scalar::ScalarKernels>,
+    /// `None` on GPUs older than sm_80 (mma.sync m16n8k16 with bf16 needs sm_80).
+    tensor: Option<tensor::TensorKernels>,
     // Declared last: dropped after the function handles that point into it.
     _sm80: Option<Module>,
 }
@@ -108,17 +112,20 @@ impl CudaBackend {
             .compute_capability()
             .map_err(driver_error("cuDeviceGetAttribute"))?;
         let capability = (major as u32, minor as u32);
-        let (sm80, scalar) = if capability >= (8, 0) {
+        let (sm80, scalar, tensor) = if capability >= (8, 0) {
             let module = Module::load(&ctx, kernels.sm80)?;
-            let scalar = scalar::ScalarKernels::load(&|name| module.function(name))?;
-            (Some(module), Some(scalar))
+            let get = |name: &str| module.function(name);
+            let scalar = scalar::ScalarKernels::load(&get)?;
+            let tensor = tensor::TensorKernels::load(&get)?;
+            (Some(module), Some(scalar), Some(tensor))
         } else {
-            (None, None)
+            (None, None, None)
         };
         Ok(CudaBackend {
             ctx,
             capability,
             scalar,
+            tensor,
             _sm80: sm80,
         })
     }
@@ -131,11 +138,16 @@ impl CudaBackend {
         self.capability
     }
 
-    /// Why the scalar tier cannot run here, if it cannot.
-    pub(crate) fn scalar_unavailable(&self) -> Option<String> {
-        self.scalar.is_none().then(|| {
+    /// Why `tier` cannot run here, if it cannot.
+    pub(crate) fn tier_unavailable(&self, tier: Tier) -> Option<String> {
+        let missing = match tier {
+            Tier::Scalar => self.scalar.is_none(),
+            Tier::TensorCores => self.tensor.is_none(),
+        };
+        missing.then(|| {
             format!(
-                "compute capability {}.{} is older than 8.0, the oldest the kernels are built for",
+                "compute capability {}.{} is older than 8.0, the oldest the {tier} kernels are \
+                 built for",
                 self.capability.0, self.capability.1
             )
         })
@@ -149,15 +161,18 @@ impl CudaBackend {
     /// a stream of this context or null.
     pub(crate) unsafe fn gemm(&self, g: &Gemm, p: &GemmPointers, stream: Stream) -> Result<()> {
         check_alignment(g, p)?;
-        let kernels = self
-            .scalar
-            .as_ref()
-            .expect("tier availability is checked before launch");
         self.ctx
             .bind_to_thread()
             .map_err(driver_error("cuCtxSetCurrent"))?;
-        // SAFETY: forwarded contract.
-        unsafe { kernels.launch(g, p, stream.0 as sys::CUstream) }
+        let stream = stream.0 as sys::CUstream;
+        const CHECKED: &str = "tier availability is checked before launch";
+        // SAFETY (both arms): forwarded contract.
+        match g.tier {
+            Tier::Scalar => unsafe { self.scalar.as_ref().expect(CHECKED).launch(g, p, stream) },
+            Tier::TensorCores => unsafe {
+                self.tensor.as_ref().expect(CHECKED).launch(g, p, stream)
+            },
+        }
     }
 }
 

@@ -2,5 +2,8 @@
 //! body; no other module writes `asm!`.
 
 pub mod convert;
+pub mod cp_async;
+pub mod ldmatrix;
+pub mod mma;
 pub mod shared;
 pub mod sync;

@@ -49,3 +49,23 @@ pub unsafe fn ld_shared_v4_f32(addr: u32) -> [f32; 4] {
     };
     [x, y, z, w]
 }
+
+/// `st.shared.v4.b32`
+///
+/// # Safety
+/// `addr` is 16-byte aligned and the 16 bytes from it are inside the block's shared memory.
+#[inline(always)]
+pub unsafe fn st_shared_v4_b32(addr: u32, v: [u32; 4]) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "st.shared.v4.b32 [{a}], {{{x}, {y}, {z}, {w}}};",
+            a = in(reg32) addr,
+            x = in(reg32) v[0],
+            y = in(reg32) v[1],
+            z = in(reg32) v[2],
+            w = in(reg32) v[3],
+            options(nostack)
+        )
+    };
+}

@@ -8,7 +8,7 @@ use super::scheduler::Tile;
 use crate::arch::shared::{ld_shared_v4_f32, st_shared_f32};
 use crate::arch::sync::bar_sync;
 use crate::element::Element;
-use crate::params::ScalarGemmParams;
+use crate::params::GemmParams;
 use core::intrinsics::fmaf32;
 
 /// The 8 × 8 accumulators of one thread: `acc[r][c]` is output row `row_of(r)`, column
@@ -101,7 +101,7 @@ struct Fetched {
 /// As for `scalar::gemm`; all threads of the block call it together (it has barriers).
 #[inline(always)]
 pub unsafe fn run<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: bool>(
-    p: &ScalarGemmParams,
+    p: &GemmParams,
     t: &Tile,
     tid: u32,
     smem: u32,

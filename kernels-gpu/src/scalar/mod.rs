@@ -22,7 +22,7 @@ pub mod scheduler;
 
 use crate::arch::shared::dyn_smem_base;
 use crate::element::Element;
-use crate::params::ScalarGemmParams;
+use crate::params::GemmParams;
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 
 /// The whole kernel (A is contiguous along K when row-major, B when column-major): for each tile this block owns, run the mainloop, then the epilogue.
@@ -32,7 +32,7 @@ use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 /// `config::THREADS` threads and `config::SMEM_BYTES` of dynamic shared memory.
 #[inline(always)]
 pub unsafe fn gemm<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: bool>(
-    p: &ScalarGemmParams,
+    p: &GemmParams,
 ) {
     let tid = _thread_idx_x() as u32;
     let smem = dyn_smem_base();

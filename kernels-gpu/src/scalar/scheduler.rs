@@ -3,7 +3,7 @@
 //! only speed: each output element's reduction is the same whichever block computes it.
 
 use super::config::{BM, BN};
-use crate::params::ScalarGemmParams;
+use crate::params::GemmParams;
 
 /// Tile rows per scheduling group.
 const GROUP_M: u64 = 8;
@@ -26,7 +26,7 @@ fn div_rem(a: u64, b: u64) -> (u64, u64) {
 
 /// Maps a linear tile index to its tile.
 #[inline(always)]
-pub fn tile_coords(p: &ScalarGemmParams, tile: u64) -> Tile {
+pub fn tile_coords(p: &GemmParams, tile: u64) -> Tile {
     let (batch, t) = div_rem(tile, p.tiles_m * p.tiles_n);
     let (group, in_group) = div_rem(t, GROUP_M * p.tiles_n);
     let first_m = group * GROUP_M;

@@ -1,0 +1,72 @@
+//! The end of every chain, the same for every tier: one f32 add of the bias, one f32 add into
+//! C in accumulate mode, NaN canonicalised (so the bits match the CPU backend, which
+//! propagates payloads differently), and one round-to-nearest-even to the output dtype.
+
+use crate::arch::convert::{cvt_f32_f16, cvt_rn_bf16_f32, cvt_rn_f16_f32};
+use crate::params::{
+    GemmParams, BIAS_BF16, BIAS_F16, BIAS_F32, OUT_ACCUMULATE_F32, OUT_BF16, OUT_F16,
+};
+
+const CANONICAL_NAN_F32: u32 = 0x7FFF_FFFF;
+const CANONICAL_NAN_16: u16 = 0x7FFF;
+
+/// Bias element `j` as f32 (exact upcast).
+///
+/// # Safety
+/// `j < N` and the bias buffer holds N elements of `p.bias_dtype`.
+#[inline(always)]
+pub unsafe fn bias_at(p: &GemmParams, j: u64) -> f32 {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match p.bias_dtype {
+            BIAS_F32 => *(p.bias as *const f32).add(j as usize),
+            BIAS_BF16 => f32::from_bits((*(p.bias as *const u16).add(j as usize) as u32) << 16),
+            BIAS_F16 => cvt_f32_f16(*(p.bias as *const u16).add(j as usize)),
+            _ => 0.0,
+        }
+    }
+}
+
+/// Finishes one element and stores it at `idx` of C.
+///
+/// # Safety
+/// `idx` is inside C's validated span.
+#[inline(always)]
+pub unsafe fn finish(p: &GemmParams, idx: usize, chain: f32, bias: Option<f32>) {
+    let mut v = chain;
+    if let Some(b) = bias {
+        v += b;
+    }
+    // SAFETY: forwarded contract.
+    unsafe {
+        match p.out_mode {
+            OUT_BF16 => {
+                let h = if v != v {
+                    CANONICAL_NAN_16
+                } else {
+                    cvt_rn_bf16_f32(v)
+                };
+                *(p.c as *mut u16).add(idx) = h;
+            }
+            OUT_F16 => {
+                let h = if v != v {
+                    CANONICAL_NAN_16
+                } else {
+                    cvt_rn_f16_f32(v)
+                };
+                *(p.c as *mut u16).add(idx) = h;
+            }
+            mode => {
+                let dst = (p.c as *mut f32).add(idx);
+                if mode == OUT_ACCUMULATE_F32 {
+                    v += *dst;
+                }
+                *dst = if v != v {
+                    f32::from_bits(CANONICAL_NAN_F32)
+                } else {
+                    v
+                };
+            }
+        }
+    }
+}

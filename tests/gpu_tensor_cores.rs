@@ -1,0 +1,733 @@
+//! The tensor-core tier (mma.sync path) on a CUDA GPU: accuracy against a float64 reference
+//! over a sweep of shapes, layouts, dtypes, batches, output modes and alignments (C4, C5);
+//! every output written and nothing else; batch, N and batch-count invariance by slicing
+//! (C2), including across the two loaders (16-byte cp.async and element-wise), which must
+//! give the same bits; run-to-run, stream and engine independence and CUDA graph replay (C1).
+//! Every test needs a GPU, so all are `#[ignore]`d: CI reports them as ignored;
+//! `bash .gpu/run` runs them on the GPU host.
+
+mod gpu_support;
+
+use cudarc::driver::{result, sys};
+use gpu_support::{first_difference, gpu_engine, DeviceBuf, HostBuf, Problem, RawStream, Rng};
+use rayon::prelude::*;
+use sgemm_bi::{DType, Engine, Gemm, GemmPointers, Layout, Operand, Output, OutputMode, Tier};
+
+const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
+const LAYOUTS: [Layout; 2] = [Layout::RowMajor, Layout::ColMajor];
+/// Sizes the sweep must cover: tiny, prime, one off an MMA step or a tile, and long tails.
+const SPECIAL: [usize; 11] = [1, 2, 3, 7, 15, 17, 31, 33, 127, 129, 4095];
+
+fn tensor(g: Gemm) -> Gemm {
+    Gemm {
+        tier: Tier::TensorCores,
+        ..g
+    }
+}
+
+/// Elements a `rows × cols` operand spans with leading dimension `ld`.
+fn span(layout: Layout, ld: usize, rows: usize, cols: usize) -> usize {
+    if layout == Layout::RowMajor {
+        (rows - 1) * ld + cols
+    } else {
+        (cols - 1) * ld + rows
+    }
+}
+
+/// Rounds `x` up to the cp.async loader's alignment (8 elements) or perturbs it, at random.
+fn maybe_aligned(rng: &mut Rng, x: usize, aligned: bool) -> usize {
+    if aligned {
+        x.next_multiple_of(8)
+    } else {
+        x + rng.pick(&[0, 1, 3, 5])
+    }
+}
+
+fn operand(rng: &mut Rng, dtype: DType, rows: usize, cols: usize, aligned: bool) -> Operand {
+    let layout = rng.pick(&LAYOUTS);
+    let min = if layout == Layout::RowMajor {
+        cols
+    } else {
+        rows
+    };
+    Operand {
+        dtype,
+        layout,
+        ld: maybe_aligned(rng, min.max(1), aligned),
+        batch_stride: 0,
+    }
+}
+
+/// A random valid tensor-core descriptor whose multiply-adds stay under `budget`.
+fn random_gemm(rng: &mut Rng, budget: usize) -> Gemm {
+    loop {
+        let dim = |rng: &mut Rng| {
+            if rng.below(2) == 0 {
+                rng.pick(&SPECIAL)
+            } else {
+                1 + rng.below(300)
+            }
+        };
+        let (m, n, k) = (dim(rng), dim(rng), dim(rng));
+        let batch = rng.pick(&[1, 1, 1, 2, 3]);
+        if m * n * k * batch > budget {
+            continue;
+        }
+        let dtype = rng.pick(&DTYPES);
+        let aligned = rng.below(2) == 0;
+        let mut a = operand(rng, dtype, m, k, aligned);
+        let mut b = operand(rng, dtype, k, n, aligned);
+        if batch > 1 {
+            let sa = span(a.layout, a.ld, m, k);
+            a.batch_stride = maybe_aligned(rng, sa, aligned);
+            // Sometimes every batch entry shares one B (broadcast weights).
+            b.batch_stride = if rng.below(3) == 0 {
+                0
+            } else {
+                let sb = span(b.layout, b.ld, k, n);
+                maybe_aligned(rng, sb, aligned)
+            };
+        }
+        let other = if dtype == DType::BF16 {
+            DType::F16
+        } else {
+            DType::BF16
+        };
+        let mode = match rng.below(6) {
+            0 => OutputMode::AccumulateF32,
+            1 => OutputMode::Overwrite(DType::F32),
+            2 => OutputMode::Overwrite(other),
+            _ => OutputMode::Overwrite(dtype),
+        };
+        let ldc = n + rng.pick(&[0, 0, 3]);
+        let c = Output {
+            mode,
+            ldc,
+            batch_stride: if batch > 1 {
+                (m - 1) * ldc + n + rng.below(4)
+            } else {
+                0
+            },
+        };
+        let bias = match rng.below(3) {
+            0 => None,
+            1 => Some(DType::F32),
+            _ => Some(dtype),
+        };
+        return tensor(Gemm {
+            m,
+            n,
+            k,
+            batch,
+            a,
+            b,
+            bias,
+            c,
+            tier: Tier::TensorCores,
+        });
+    }
+}
+
+fn to_f64(h: &HostBuf) -> Vec<f64> {
+    match h {
+        HostBuf::F32(v) => v.iter().map(|&x| x as f64).collect(),
+        HostBuf::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
+        HostBuf::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
+    }
+}
+
+fn index(op: &Operand, batch: usize, row: usize, col: usize) -> usize {
+    batch * op.batch_stride
+        + if op.layout == Layout::RowMajor {
+            row * op.ld + col
+        } else {
+            row + col * op.ld
+        }
+}
+
+/// The exact result in float64 (inputs as stored, bias and, in accumulate mode, C added),
+/// as `[batch][m][n]`.
+fn reference(p: &Problem) -> Vec<f64> {
+    let g = &p.g;
+    let (a, b, c0) = (to_f64(&p.a), to_f64(&p.b), to_f64(&p.c0));
+    let bias = p.bias.as_ref().map(to_f64);
+    let mut out = vec![0.0; g.batch * g.m * g.n];
+    out.par_chunks_mut(g.n).enumerate().for_each(|(row, dst)| {
+        let (bt, i) = (row / g.m, row % g.m);
+        let a_row: Vec<f64> = (0..g.k).map(|k| a[index(&g.a, bt, i, k)]).collect();
+        for (j, d) in dst.iter_mut().enumerate() {
+            let mut s: f64 = (0..g.k).map(|k| a_row[k] * b[index(&g.b, bt, k, j)]).sum();
+            if let Some(bias) = &bias {
+                s += bias[j];
+            }
+            if g.c.mode == OutputMode::AccumulateF32 {
+                s += c0[bt * g.c.batch_stride + i * g.c.ldc + j];
+            }
+            *d = s;
+        }
+    });
+    out
+}
+
+/// Whether the planner gives this call the 16-byte cp.async loader (A and B at `a`, `b`).
+fn cp_async_path(g: &Gemm, a: usize, b: usize) -> bool {
+    [(&g.a, a), (&g.b, b)].iter().all(|(op, addr)| {
+        addr % 16 == 0 && op.ld % 8 == 0 && (g.batch == 1 || op.batch_stride % 8 == 0)
+    })
+}
+
+/// Runs `p` on the GPU with A and B placed `a_off` and `b_off` elements past 256-byte
+/// aligned addresses. Returns C and whether the cp.async loader ran.
+fn run_at(
+    gpu: &Engine,
+    stream: &RawStream,
+    p: &Problem,
+    a_off: usize,
+    b_off: usize,
+) -> (HostBuf, bool) {
+    let size = p.g.a.dtype.size();
+    let (a, b) = (
+        DeviceBuf::upload_at(&p.a, a_off * size),
+        DeviceBuf::upload_at(&p.b, b_off * size),
+    );
+    let c = DeviceBuf::upload(&p.c0);
+    let bias = p.bias.as_ref().map(DeviceBuf::upload);
+    let ptrs = GemmPointers {
+        a: a.at(a_off * size),
+        b: b.at(b_off * size),
+        bias: bias.as_ref().map_or(std::ptr::null(), |x| x.at(0)),
+        c: c.at(0),
+    };
+    // SAFETY: every buffer spans the validated extents and lives until the sync below.
+    unsafe { gpu.gemm(&p.g, ptrs, stream.handle()) }.expect("GPU gemm");
+    stream.sync();
+    let mut out = p.c0.clone();
+    c.download_into(&mut out);
+    let fast = cp_async_path(&p.g, ptrs.a as usize, ptrs.b as usize);
+    (out, fast)
+}
+
+/// Checks every element of C: inside the matrix written (not poison) and, against the
+/// reference, a relative Frobenius error ≤ the output dtype's bound; outside untouched.
+/// Returns the relative error.
+fn check_output(p: &Problem, got: &HostBuf, case: &str) -> f64 {
+    let g = &p.g;
+    let want = reference(p);
+    let (got_bits, c0_bits) = (got.bits(), p.c0.bits());
+    let got_f = to_f64(got);
+    let mut inside = vec![false; got_bits.len()];
+    let poison = HostBuf::poison(g.c.mode.dtype(), 1).bits()[0];
+    let (mut err, mut norm) = (0.0f64, 0.0f64);
+    for bt in 0..g.batch {
+        for i in 0..g.m {
+            for j in 0..g.n {
+                let idx = bt * g.c.batch_stride + i * g.c.ldc + j;
+                inside[idx] = true;
+                assert!(
+                    g.c.mode == OutputMode::AccumulateF32 || got_bits[idx] != poison,
+                    "{case}: C[{bt}][{i}][{j}] was never written"
+                );
+                let w = want[(bt * g.m + i) * g.n + j];
+                err += (got_f[idx] - w).powi(2);
+                norm += w * w;
+            }
+        }
+    }
+    for (idx, ins) in inside.iter().enumerate() {
+        assert!(
+            *ins || got_bits[idx] == c0_bits[idx],
+            "{case}: element {idx} of C outside the matrix was written"
+        );
+    }
+    let rel = (err / norm).sqrt();
+    let bound = match g.c.mode.dtype() {
+        DType::BF16 => 1e-2,
+        DType::F16 => 2e-3,
+        DType::F32 => 1e-4,
+    };
+    assert!(rel <= bound, "{case}: relative error {rel:.3e} > {bound:e}");
+    rel
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn accuracy_against_f64_over_a_shape_sweep() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0001);
+    let cases: usize = std::env::var("SGEMM_BI_SWEEP_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(240);
+    let mut covered = std::collections::BTreeSet::new();
+    let mut kinds = std::collections::BTreeSet::new();
+    let mut errors: Vec<(DType, f64)> = Vec::new();
+    for case in 0..cases {
+        let g = random_gemm(&mut rng, 6_000_000);
+        for d in [g.m, g.n, g.k] {
+            covered.insert(d);
+        }
+        let p = Problem::random(g, &mut rng);
+        // One case in four puts A or B one element off a 16-byte boundary.
+        let (a_off, b_off) = match rng.below(8) {
+            0 => (1, 0),
+            1 => (0, 3),
+            _ => (0, 0),
+        };
+        let (got, fast) = run_at(&gpu, &stream, &p, a_off, b_off);
+        kinds.insert((
+            g.a.dtype.name(),
+            format!("{:?}{:?}", g.a.layout, g.b.layout),
+            fast,
+        ));
+        let rel = check_output(
+            &p,
+            &got,
+            &format!("case {case} {g:?} offsets {a_off},{b_off}"),
+        );
+        errors.push((g.c.mode.dtype(), rel));
+    }
+    if cases >= 240 {
+        for s in SPECIAL {
+            assert!(covered.contains(&s), "the sweep never used size {s}");
+        }
+        assert_eq!(
+            kinds.len(),
+            16,
+            "every dtype × layout pair × loader: {kinds:?}"
+        );
+    }
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        let mut e: Vec<f64> = errors
+            .iter()
+            .filter(|x| x.0 == dtype)
+            .map(|x| x.1)
+            .collect();
+        e.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        if let (Some(max), Some(med)) = (e.last(), e.get(e.len() / 2)) {
+            println!(
+                "{dtype} output: {} cases, relative error median {med:.2e}, max {max:.2e}",
+                e.len()
+            );
+        }
+    }
+    println!(
+        "{cases} random descriptors within bounds; {} kernels used",
+        kinds.len()
+    );
+}
+
+/// Forward, dW (both output modes) and dX of a layer, both weight layouts, on the tier.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_training_triad_runs_on_tensor_cores() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0009);
+    for dtype in DTYPES {
+        for weight in [sgemm_bi::WeightLayout::KN, sgemm_bi::WeightLayout::NK] {
+            let l = sgemm_bi::Linear {
+                m: 301,
+                k: 257,
+                n: 136,
+                dtype,
+                weight,
+                tier: Tier::TensorCores,
+            };
+            for g in [
+                l.forward(Some(DType::F32)),
+                l.forward(Some(dtype)),
+                l.backward_dw(OutputMode::AccumulateF32),
+                l.backward_dw(OutputMode::Overwrite(dtype)),
+                l.backward_dx(),
+            ] {
+                assert_eq!(g.tier, Tier::TensorCores);
+                let p = Problem::random(g, &mut rng);
+                let (got, _) = run_at(&gpu, &stream, &p, 0, 0);
+                check_output(&p, &got, &format!("{dtype} {weight:?} {g:?}"));
+            }
+        }
+    }
+}
+
+/// K = 0 gives the bias (or zeros); long K stays accurate.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn empty_and_long_k() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0002);
+    for (m, n, k) in [(33, 65, 0), (200, 136, 8191), (64, 64, 16384)] {
+        for dtype in DTYPES {
+            let g = tensor(Gemm {
+                bias: Some(DType::F32),
+                c: Output {
+                    mode: OutputMode::Overwrite(DType::F32),
+                    ..Gemm::dense(m, n, k, dtype).c
+                },
+                ..Gemm::dense(m, n, k, dtype)
+            });
+            let p = Problem::random(g, &mut rng);
+            let (got, _) = run_at(&gpu, &stream, &p, 0, 0);
+            let rel = check_output(&p, &got, &format!("{m}×{n}×{k} {dtype}"));
+            println!("{m}×{n}×{k} {dtype}: relative error {rel:.2e}");
+        }
+    }
+}
+
+/// Rows of calls with every M from 1 to 300, and sub-slices of M = 4100, against the same
+/// rows of one big call. A offset by r0 rows: with a column-major A the offset usually breaks
+/// 16-byte alignment, so the element-wise loader runs against the cp.async one.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn rows_do_not_depend_on_the_batch_size() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0003);
+    for (dtype, a_layout, big_m, k) in [
+        (DType::BF16, Layout::RowMajor, 300usize, 256usize),
+        (DType::F16, Layout::RowMajor, 300, 257),
+        (DType::BF16, Layout::ColMajor, 300, 256),
+        (DType::F16, Layout::ColMajor, 300, 100),
+        (DType::BF16, Layout::RowMajor, 4100, 1024),
+        (DType::F16, Layout::ColMajor, 4100, 520),
+    ] {
+        let n = 200;
+        // A column-major A gets a leading dimension that is a multiple of 8, so slices
+        // starting at a multiple of 8 rows use the cp.async loader and the others do not.
+        let a_op = if a_layout == Layout::RowMajor {
+            Operand::row_major(dtype, k)
+        } else {
+            Operand {
+                ld: big_m.next_multiple_of(8),
+                ..Operand::col_major(dtype, big_m)
+            }
+        };
+        let g = tensor(Gemm {
+            a: a_op,
+            bias: Some(DType::F32),
+            c: Output {
+                mode: OutputMode::Overwrite(DType::F32),
+                ldc: n,
+                batch_stride: 0,
+            },
+            ..Gemm::dense(big_m, n, k, dtype)
+        });
+        let p = Problem::random(g, &mut rng);
+        let (big, _) = run_at(&gpu, &stream, &p, 0, 0);
+        let big = big.bits();
+        let (a, b, bias) = (
+            DeviceBuf::upload(&p.a),
+            DeviceBuf::upload(&p.b),
+            DeviceBuf::upload(p.bias.as_ref().unwrap()),
+        );
+        let c = DeviceBuf::alloc(big_m * n * 4);
+        let sizes: Vec<usize> = if big_m == 300 {
+            (1..=300).collect()
+        } else {
+            vec![1, 2, 3, 64, 127, 128, 129, 1000, 4099]
+        };
+        let mut loaders = std::collections::BTreeSet::new();
+        for m in sizes {
+            let r0 = (big_m - m) / 2;
+            let gm = Gemm { m, ..g };
+            let a_row = if a_layout == Layout::RowMajor {
+                r0 * k
+            } else {
+                r0
+            };
+            let ptrs = GemmPointers {
+                a: a.at(a_row * dtype.size()),
+                b: b.at(0),
+                bias: bias.at(0),
+                c: c.at(0),
+            };
+            loaders.insert(cp_async_path(&gm, ptrs.a as usize, ptrs.b as usize));
+            // SAFETY: rows r0..r0+m of A, all of B and the bias exist; C holds m rows.
+            unsafe { gpu.gemm(&gm, ptrs, stream.handle()) }.unwrap();
+            stream.sync();
+            let mut out = HostBuf::poison(DType::F32, big_m * n);
+            c.download_into(&mut out);
+            assert_eq!(
+                &out.bits()[..m * n],
+                &big[r0 * n..(r0 + m) * n],
+                "{dtype} A {a_layout:?} K={k}: rows {r0}..{} of M={big_m}",
+                r0 + m
+            );
+        }
+        println!("{dtype} A {a_layout:?} M={big_m} K={k}: cp.async loader used {loaders:?}");
+    }
+}
+
+/// Columns of a wide call against calls on column slices of B (N-invariance), with B and C
+/// offset to the slice's first column (which moves B off 16-byte alignment for some slices).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn columns_do_not_depend_on_n() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0004);
+    for dtype in DTYPES {
+        for b_layout in LAYOUTS {
+            let (m, big_n, k) = (77, 300, 136);
+            // Leading dimensions that are multiples of 8: slices starting at a multiple of 8
+            // columns of a row-major B use the cp.async loader, the others do not.
+            let b_op = if b_layout == Layout::RowMajor {
+                Operand {
+                    ld: 304,
+                    ..Operand::row_major(dtype, big_n)
+                }
+            } else {
+                Operand::col_major(dtype, k)
+            };
+            let g = tensor(Gemm {
+                b: b_op,
+                c: Output {
+                    mode: OutputMode::Overwrite(DType::F32),
+                    ldc: big_n,
+                    batch_stride: 0,
+                },
+                ..Gemm::dense(m, big_n, k, dtype)
+            });
+            let p = Problem::random(g, &mut rng);
+            let (big, _) = run_at(&gpu, &stream, &p, 0, 0);
+            let big = big.bits();
+            let (a, b) = (DeviceBuf::upload(&p.a), DeviceBuf::upload(&p.b));
+            for (j0, n) in [
+                (0, 1),
+                (0, 2),
+                (5, 3),
+                (0, 17),
+                (8, 128),
+                (3, 129),
+                (0, 255),
+                (1, 299),
+            ] {
+                let c = DeviceBuf::upload(&HostBuf::poison(DType::F32, m * big_n));
+                let gn = Gemm { n, ..g };
+                let b_col = if b_layout == Layout::RowMajor {
+                    j0
+                } else {
+                    j0 * k
+                };
+                let ptrs = GemmPointers {
+                    a: a.at(0),
+                    b: b.at(b_col * dtype.size()),
+                    bias: std::ptr::null(),
+                    c: c.at(j0 * 4),
+                };
+                // SAFETY: columns j0..j0+n of B exist; C has room for m rows of big_n.
+                unsafe { gpu.gemm(&gn, ptrs, stream.handle()) }.unwrap();
+                stream.sync();
+                let mut out = HostBuf::poison(DType::F32, m * big_n);
+                c.download_into(&mut out);
+                let got = out.bits();
+                let poison = HostBuf::poison(DType::F32, 1).bits()[0];
+                for i in 0..m {
+                    let row = i * big_n;
+                    assert_eq!(
+                        &got[row + j0..row + j0 + n],
+                        &big[row + j0..row + j0 + n],
+                        "{dtype} B {b_layout:?} columns {j0}..{} row {i}",
+                        j0 + n
+                    );
+                    assert!(
+                        got[row..row + j0].iter().all(|&x| x == poison)
+                            && got[row + j0 + n..row + big_n].iter().all(|&x| x == poison),
+                        "wrote outside columns {j0}..{}",
+                        j0 + n
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Each entry of a batched call equals the same GEMM run alone (batch-count invariance).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn batch_entries_do_not_depend_on_the_batch_count() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0005);
+    for (dtype, k) in [(DType::BF16, 128), (DType::F16, 131)] {
+        let (m, n, batch) = (130, 70, 5);
+        let base = Gemm::dense(m, n, k, dtype);
+        let g = tensor(Gemm {
+            batch,
+            a: base.a.with_batch_stride(m * k),
+            b: base.b.with_batch_stride(k * n),
+            bias: Some(dtype),
+            c: Output {
+                mode: OutputMode::Overwrite(DType::F32),
+                ldc: n,
+                batch_stride: m * n,
+            },
+            ..base
+        });
+        let p = Problem::random(g, &mut rng);
+        let (all, _) = run_at(&gpu, &stream, &p, 0, 0);
+        let all = all.bits();
+        let (a, b, bias) = (
+            DeviceBuf::upload(&p.a),
+            DeviceBuf::upload(&p.b),
+            DeviceBuf::upload(p.bias.as_ref().unwrap()),
+        );
+        let c = DeviceBuf::alloc(m * n * 4);
+        for e in 0..batch {
+            let one = Gemm { batch: 1, ..g };
+            let ptrs = GemmPointers {
+                a: a.at(e * m * k * dtype.size()),
+                b: b.at(e * k * n * dtype.size()),
+                bias: bias.at(0),
+                c: c.at(0),
+            };
+            // SAFETY: entry e of A and B exists; C holds one entry.
+            unsafe { gpu.gemm(&one, ptrs, stream.handle()) }.unwrap();
+            stream.sync();
+            let mut out = HostBuf::poison(DType::F32, m * n);
+            c.download_into(&mut out);
+            assert_eq!(
+                out.bits(),
+                &all[e * m * n..(e + 1) * m * n],
+                "{dtype} entry {e}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn results_repeat_across_runs_streams_and_engines() {
+    let Some(gpu) = gpu_engine() else { return };
+    let second = gpu_engine().unwrap();
+    let mut rng = Rng::new(0x7c_0006);
+    for (dtype, k) in [(DType::BF16, 1000), (DType::F16, 1000), (DType::BF16, 999)] {
+        let g = tensor(Gemm {
+            bias: Some(dtype),
+            ..Gemm::dense(1000, 1000, k, dtype)
+        });
+        let p = Problem::random(g, &mut rng);
+        let first = p.on_gpu(&gpu, &RawStream::new());
+        for run in 0..4 {
+            let engine = if run % 2 == 0 { &gpu } else { &second };
+            let again = p.on_gpu(engine, &RawStream::new());
+            assert_eq!(first_difference(&first, &again), None, "{dtype} run {run}");
+        }
+        let default = RawStream(std::ptr::null_mut());
+        let on_default = p.on_gpu(&gpu, &default);
+        std::mem::forget(default);
+        assert_eq!(
+            first_difference(&first, &on_default),
+            None,
+            "{dtype} default stream"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_captured_cuda_graph_replays_the_same_bits() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0007);
+    let g = tensor(Gemm {
+        bias: Some(DType::F32),
+        ..Gemm::dense(513, 385, 1027, DType::BF16)
+    });
+    let p = Problem::random(g, &mut rng);
+    let direct = p.on_gpu(&gpu, &stream);
+    let (a, b, bias) = (
+        DeviceBuf::upload(&p.a),
+        DeviceBuf::upload(&p.b),
+        DeviceBuf::upload(p.bias.as_ref().unwrap()),
+    );
+    let c = DeviceBuf::upload(&p.c0);
+    let ptrs = GemmPointers {
+        a: a.at(0),
+        b: b.at(0),
+        bias: bias.at(0),
+        c: c.at(0),
+    };
+    // SAFETY: driver calls on a live stream; the buffers outlive the graph's replays, which
+    // are synchronized before they are read.
+    unsafe {
+        sys::cuStreamBeginCapture_v2(
+            stream.0,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .result()
+        .unwrap();
+        gpu.gemm(&g, ptrs, stream.handle()).unwrap();
+        let mut graph = std::ptr::null_mut();
+        sys::cuStreamEndCapture(stream.0, &mut graph)
+            .result()
+            .unwrap();
+        let mut exec = std::ptr::null_mut();
+        sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+            .result()
+            .unwrap();
+        for _ in 0..3 {
+            sys::cuGraphLaunch(exec, stream.0).result().unwrap();
+        }
+        stream.sync();
+        sys::cuGraphExecDestroy(exec).result().unwrap();
+        sys::cuGraphDestroy(graph).result().unwrap();
+    }
+    let mut replayed = p.c0.clone();
+    c.download_into(&mut replayed);
+    assert_eq!(first_difference(&direct, &replayed), None);
+}
+
+/// Not a contract: prints the tier's speed at 4096³ (both loaders) for the record.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn speed_at_4096_cubed_is_reported() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0008);
+    let s = 4096;
+    for (dtype, a_off) in [(DType::BF16, 0), (DType::F16, 0), (DType::BF16, 1)] {
+        let g = tensor(Gemm::dense(s, s, s, dtype));
+        let a_host = HostBuf::random(dtype, s * s, &mut rng);
+        let b_host = HostBuf::random(dtype, s * s, &mut rng);
+        let a = DeviceBuf::upload_at(&a_host, a_off * 2);
+        let b = DeviceBuf::upload(&b_host);
+        let c = DeviceBuf::alloc(s * s * 2);
+        let ptrs = GemmPointers {
+            a: a.at(a_off * 2),
+            b: b.at(0),
+            bias: std::ptr::null(),
+            c: c.at(0),
+        };
+        let run = || {
+            // SAFETY: buffers sized for the descriptor, synchronized before they drop.
+            unsafe { gpu.gemm(&g, ptrs, stream.handle()) }.unwrap()
+        };
+        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
+        let (start, stop) = (
+            result::event::create(flags).unwrap(),
+            result::event::create(flags).unwrap(),
+        );
+        let reps = if a_off == 0 { 20 } else { 3 };
+        run();
+        stream.sync();
+        // SAFETY: live events and stream of the current context.
+        let ms = unsafe {
+            result::event::record(start, stream.0).unwrap();
+            for _ in 0..reps {
+                run();
+            }
+            result::event::record(stop, stream.0).unwrap();
+            result::event::synchronize(stop).unwrap();
+            result::event::elapsed(start, stop).unwrap() as f64 / reps as f64
+        };
+        let tflops = 2.0 * (s * s * s) as f64 / (ms * 1e-3) / 1e12;
+        let loader = if a_off == 0 {
+            "cp.async"
+        } else {
+            "element-wise"
+        };
+        println!("{dtype} 4096³ ({loader} loader): {ms:.3} ms, {tflops:.1} TFLOP/s");
+    }
+}
