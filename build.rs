@@ -15,27 +15,57 @@ use std::process::Command;
 const TOOLCHAIN: &str = "nightly-2026-05-20";
 const TARGET: &str = "nvptx64-nvidia-cuda";
 
-/// One PTX module: its file stem, the `-C target-cpu` rustc compiles it for, and the
-/// `.target` line it must carry (rustc writes `sm_90` even for sm_90a, which wgmma needs).
+/// One PTX module: its file stem, the `-C target-cpu` rustc compiles it for, the `.target`
+/// line it must carry (rustc writes `sm_90` even for sm_90a, which wgmma needs), the
+/// `.version` line when rustc's (7.0) is too old for its instructions, the `--cfg` that
+/// selects its kernels, and the alignment of its dynamic shared memory.
 struct Module {
     name: &'static str,
     cpu: &'static str,
     target_line: &'static str,
+    version_line: Option<&'static str>,
+    cfg: Option<&'static str>,
+    smem_align: u32,
 }
 
-const MODULES: &[Module] = &[Module {
-    name: "sm80",
-    cpu: "sm_80",
-    target_line: ".target sm_80",
-}];
+const MODULES: &[Module] = &[
+    Module {
+        name: "sm80",
+        cpu: "sm_80",
+        target_line: ".target sm_80",
+        version_line: None,
+        cfg: None,
+        smem_align: 16,
+    },
+    // wgmma, setmaxnreg and the bulk tensor copy need PTX ISA 8.0 and sm_90a; 128-byte
+    // swizzled tiles want 1024-byte aligned shared memory (the kernels also align by hand).
+    Module {
+        name: "sm90a",
+        cpu: "sm_90",
+        target_line: ".target sm_90a",
+        version_line: Some(".version 8.0"),
+        cfg: Some("sgemm_bi_sm90a"),
+        smem_align: 1024,
+    },
+];
+
+/// Entry-name prefix of the kernels whose one parameter holds tensor maps: the driver needs
+/// them 64-byte aligned, and rustc declares at most `.align 16`.
+const TENSOR_MAP_PARAMS: &str = "sgemm_bi_hopper_";
 
 /// Launch bounds the PTX cannot get from Rust source: entry-name prefix, threads per block,
 /// blocks per SM. The scalar kernels run 256 threads (`scalar::config::THREADS`) and need two
 /// blocks per SM to hide latency, which caps them at 128 registers (ptxas fits them unspilled).
 /// The tensor-core kernels run 256 threads too (`tensor::config::THREADS`), two blocks per SM
 /// (2 × 80 KiB of shared memory fits sm_80's 164 KiB), so also at most 128 registers.
-const LAUNCH_BOUNDS: &[(&str, u32, u32)] =
-    &[("sgemm_bi_scalar_", 256, 2), ("sgemm_bi_tc_", 256, 2)];
+/// The Hopper kernels run 384 threads (`hopper::config::THREADS`), one block per SM (they
+/// use most of its shared memory); the cap at entry lets `setmaxnreg` move registers from
+/// the producer warpgroup to the consumers.
+const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
+    ("sgemm_bi_scalar_", 256, 2),
+    ("sgemm_bi_tc_", 256, 2),
+    ("sgemm_bi_hopper_", 384, 1),
+];
 
 /// Name of the dynamic shared-memory window every kernel addresses (`arch::shared`).
 const DYN_SMEM: &str = "sgemm_bi_dyn_smem";
@@ -123,8 +153,9 @@ fn compile(kernels: &Path, out: &Path, m: &Module) -> String {
             "-Zbuild-std=core",
         ])
         .args(["--target", TARGET, "--target-dir"])
-        .arg(out.join("kernels-target"))
+        .arg(out.join(format!("kernels-target-{}", m.name)))
         .args(["--", "-C", &format!("target-cpu={}", m.cpu)])
+        .args(m.cfg.iter().flat_map(|c| ["--cfg", c]))
         .arg(format!("--emit=asm={}", ptx.display()))
         .status()
         .expect("running the nested cargo for kernels-gpu");
@@ -136,8 +167,9 @@ fn compile(kernels: &Path, out: &Path, m: &Module) -> String {
     fs::read_to_string(&ptx).unwrap()
 }
 
-/// What rustc cannot express: the module's real `.target`, the module-scope declaration of
-/// the dynamic shared-memory window, and launch bounds.
+/// What rustc cannot express: the module's real `.target` and `.version`, the module-scope
+/// declaration of the dynamic shared-memory window, launch bounds, and the alignment of
+/// tensor-map parameters.
 fn postprocess(raw: &str, m: &Module) -> String {
     let mut out = String::with_capacity(raw.len() + 1024);
     let mut pending_bounds: Option<(u32, u32)> = None;
@@ -146,6 +178,18 @@ fn postprocess(raw: &str, m: &Module) -> String {
         if trimmed.starts_with(".target ") {
             out.push_str(m.target_line);
             out.push('\n');
+            continue;
+        }
+        if let (true, Some(version)) = (trimmed.starts_with(".version "), m.version_line) {
+            out.push_str(version);
+            out.push('\n');
+            continue;
+        }
+        let prefix = format!(".param .align 16 .b8 {TENSOR_MAP_PARAMS}");
+        if let Some(rest) = trimmed.strip_prefix(&prefix) {
+            out.push_str(&format!(
+                "\t.param .align 64 .b8 {TENSOR_MAP_PARAMS}{rest}\n"
+            ));
             continue;
         }
         if let Some(name) = trimmed.strip_prefix(".visible .entry ") {
@@ -164,7 +208,10 @@ fn postprocess(raw: &str, m: &Module) -> String {
         out.push_str(line);
         out.push('\n');
         if trimmed.starts_with(".address_size") {
-            out.push_str(&format!("\n.extern .shared .align 16 .b8 {DYN_SMEM}[];\n"));
+            out.push_str(&format!(
+                "\n.extern .shared .align {} .b8 {DYN_SMEM}[];\n",
+                m.smem_align
+            ));
         }
     }
     out

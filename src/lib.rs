@@ -42,7 +42,17 @@ impl Engine {
     pub fn new(device: Device) -> Result<Self> {
         sgemm_bi_host::Engine::with_kernels(device, &ptx::KERNELS).map(Engine)
     }
+
+    /// As [`Engine::new`], with the tensor-core tier restricted to one path (tests compare
+    /// the mma.sync and Hopper paths with it); not part of the API.
+    #[doc(hidden)]
+    pub fn with_tc_path(device: Device, path: sgemm_bi_host::TcPath) -> Result<Self> {
+        sgemm_bi_host::Engine::with_kernels_and_tc_path(device, &ptx::KERNELS, path).map(Engine)
+    }
 }
+
+#[doc(hidden)]
+pub use sgemm_bi_host::TcPath;
 
 impl std::ops::Deref for Engine {
     type Target = sgemm_bi_host::Engine;

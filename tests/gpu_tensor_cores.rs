@@ -731,3 +731,132 @@ fn speed_at_4096_cubed_is_reported() {
         println!("{dtype} 4096³ ({loader} loader): {ms:.3} ms, {tflops:.1} TFLOP/s");
     }
 }
+
+/// Values of one input distribution (the tc-h200 golden-vector families): 0 uniform; 1 wide
+/// exponents; 2 cancelling neighbours; 3 one in seven huge, the rest tiny; 4 products near or
+/// below the f32 subnormal range; 5 products near the f32 overflow (bf16) / large (f16).
+fn distribution(dist: usize, dtype: DType, len: usize, rng: &mut Rng) -> HostBuf {
+    let bf = dtype == DType::BF16;
+    let mut v: Vec<f32> = (0..len)
+        .map(|i| {
+            let u = rng.unit();
+            let scale = |e: i32| 2f32.powi(e);
+            match dist {
+                1 => {
+                    u * scale(rng.below(if bf { 41 } else { 13 }) as i32 - if bf { 20 } else { 6 })
+                }
+                3 if i % 7 == 0 => u * if bf { scale(30) } else { 1000.0 },
+                3 => u * if bf { scale(-30) } else { 1e-3 },
+                4 => u * if bf { scale(-66) } else { scale(-12) },
+                5 => u * if bf { scale(63) } else { 30000.0 },
+                _ => u,
+            }
+        })
+        .collect();
+    if dist == 2 {
+        for i in (1..len).step_by(2) {
+            v[i] = -v[i - 1];
+        }
+    }
+    match dtype {
+        DType::F16 => HostBuf::F16(v.into_iter().map(sgemm_bi::f16::from_f32).collect()),
+        _ => HostBuf::BF16(v.into_iter().map(sgemm_bi::bf16::from_f32).collect()),
+    }
+}
+
+/// Item 4 of the tensor-core issue, measured: on an sm_90 GPU the mma.sync path and the Hopper
+/// (wgmma + TMA) path give the same bits for the same inputs, over shapes (K tails, M and N
+/// tails, every tile width the planner uses), both dtypes, all four layout pairs, batches,
+/// and six input distributions (wide exponents, cancellation, subnormal and near-overflow
+/// products). This is what lets the planner mix the two paths (it takes the Hopper path where
+/// the copy engine can describe the operands, the mma.sync path elsewhere).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_mma_sync_and_wgmma_paths_give_the_same_bits() {
+    let Some(gpu) = gpu_engine() else { return };
+    if gpu.compute_capability() != Some((9, 0)) {
+        eprintln!("skipped: needs compute capability 9.0 for the Hopper path");
+        return;
+    }
+    let portable = Engine::with_tc_path(sgemm_bi::Device::Cuda(0), sgemm_bi::TcPath::Portable)
+        .expect("portable engine");
+    let hopper = Engine::with_tc_path(sgemm_bi::Device::Cuda(0), sgemm_bi::TcPath::Hopper)
+        .expect("Hopper engine");
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0004);
+    let dims = [1, 7, 16, 17, 64, 100, 129, 255, 300, 1000];
+    let ks = [1, 8, 15, 16, 17, 63, 64, 65, 200, 1024, 4096];
+    let (mut outputs, mut cases, mut differing_cases) = (0usize, 0usize, 0usize);
+    for case in 0..240 {
+        let dtype = DTYPES[case % 2];
+        let dist = (case / 2) % 6;
+        let (m, n, k) = (rng.pick(&dims), rng.pick(&dims), rng.pick(&ks));
+        let batch = rng.pick(&[1, 1, 2]);
+        let layout = |rng: &mut Rng| rng.pick(&LAYOUTS);
+        let op = |layout: Layout, rows: usize, cols: usize| Operand {
+            dtype,
+            layout,
+            ld: if layout == Layout::RowMajor {
+                cols
+            } else {
+                rows
+            }
+            .next_multiple_of(8),
+            batch_stride: 0,
+        };
+        let mut a = op(layout(&mut rng), m, k);
+        let mut b = op(layout(&mut rng), k, n);
+        if batch > 1 {
+            a.batch_stride = span(a.layout, a.ld, m, k).next_multiple_of(8);
+            b.batch_stride = span(b.layout, b.ld, k, n).next_multiple_of(8);
+        }
+        let mode = if case % 5 == 4 {
+            OutputMode::Overwrite(dtype)
+        } else {
+            OutputMode::Overwrite(DType::F32)
+        };
+        let g = tensor(Gemm {
+            m,
+            n,
+            k,
+            batch,
+            a,
+            b,
+            bias: None,
+            c: Output {
+                mode,
+                ldc: n,
+                batch_stride: if batch > 1 { m * n } else { 0 },
+            },
+            tier: Tier::TensorCores,
+        });
+        let mut p = Problem::random(g, &mut rng);
+        p.a = distribution(dist, dtype, p.a.len(), &mut rng);
+        p.b = distribution(dist, dtype, p.b.len(), &mut rng);
+        let x = p.on_gpu(&portable, &stream);
+        let y = p.on_gpu(&hopper, &stream);
+        let poison = HostBuf::poison(y.dtype(), 1).bits()[0];
+        assert!(
+            !y.bits().contains(&poison),
+            "case {case}: the Hopper path left outputs unwritten"
+        );
+        cases += 1;
+        outputs += x.len();
+        if let Some((i, px, py)) = first_difference(&x, &y) {
+            differing_cases += 1;
+            eprintln!(
+                "case {case} ({m}×{n}×{k}, batch {batch}, {dtype}, dist {dist}, {:?}/{:?}): first \
+                 difference at {i}: mma.sync {px:#x}, wgmma {py:#x}",
+                g.a.layout, g.b.layout
+            );
+        }
+    }
+    println!(
+        "mma.sync vs wgmma on the H200: {cases} cases, {outputs} outputs, {differing_cases} cases \
+         differ"
+    );
+    assert_eq!(
+        differing_cases, 0,
+        "the two tensor-core paths give different bits"
+    );
+}

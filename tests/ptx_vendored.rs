@@ -29,13 +29,21 @@ fn vendored_ptx_equals_a_fresh_build() {
         vendored == sgemm_bi::ptx::SM80,
         "kernels-gpu/ptx/sm80.ptx is stale: regenerate it with `SGEMM_BI_UPDATE_PTX=1 cargo build`"
     );
+    let vendored = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/kernels-gpu/ptx/sm90a.ptx"
+    ));
+    assert!(
+        vendored == sgemm_bi::ptx::SM90A,
+        "kernels-gpu/ptx/sm90a.ptx is stale: regenerate it with `SGEMM_BI_UPDATE_PTX=1 cargo build`"
+    );
 }
 
 /// Assembles a module with ptxas for `arch` and returns ptxas's resource report.
 fn assemble(ptxas: &str, ptx: &str, arch: &str) -> String {
     let dir = std::env::temp_dir().join(format!("sgemm-bi-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join(format!("{arch}.ptx"));
+    let src = dir.join(format!("{arch}-{}.ptx", ptx.len()));
     std::fs::write(&src, ptx).unwrap();
     let out = Command::new(ptxas)
         .args(["-v", &format!("-arch={arch}"), "-o"])
@@ -58,12 +66,20 @@ fn every_module_assembles_for_sm80_and_sm90a_without_spills() {
         eprintln!("skipped: set SGEMM_BI_PTXAS to a ptxas binary (scripts/test-all does)");
         return;
     };
-    for arch in ["sm_80", "sm_90a"] {
-        let report = assemble(&ptxas, sgemm_bi::ptx::SM80, arch);
+    // The sm80 module runs on every GPU from sm_80 on; the sm90a module (wgmma, TMA,
+    // setmaxnreg) only on sm_90a.
+    let modules = [
+        ("sm80", sgemm_bi::ptx::SM80, "sm_80", 28),
+        ("sm80", sgemm_bi::ptx::SM80, "sm_90a", 28),
+        ("sm90a", sgemm_bi::ptx::SM90A, "sm_90a", 24),
+    ];
+    for (name, ptx, arch, expected) in modules {
+        let report = assemble(&ptxas, ptx, arch);
         let entries = report.matches("Compiling entry function").count();
         assert_eq!(
-            entries, 28,
-            "expected the 12 scalar and 16 tensor-core entry points:\n{report}"
+            entries, expected,
+            "{name}: expected 12 scalar and 16 tensor-core entry points (sm80) or 24 Hopper \
+             ones (sm90a):\n{report}"
         );
         for line in report.lines().filter(|l| l.contains("spill")) {
             assert!(
@@ -77,6 +93,6 @@ fn every_module_assembles_for_sm80_and_sm90a_without_spills() {
                 "{arch}: local memory: {line}"
             );
         }
-        println!("{arch}: {entries} entry points assembled, no spills, no stack");
+        println!("{name} for {arch}: {entries} entry points assembled, no spills, no stack");
     }
 }

@@ -14,7 +14,10 @@ use sgemm_bi_host::{
 };
 
 /// The CPU engine loads no kernels.
-static NO_KERNELS: KernelImages = KernelImages { sm80: "" };
+static NO_KERNELS: KernelImages = KernelImages {
+    sm80: "",
+    sm90a: "",
+};
 
 /// Deterministic values in [-1, 1).
 fn random(len: usize, seed: u64) -> Vec<f32> {

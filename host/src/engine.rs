@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 
 use crate::cpu;
-use crate::cuda::{CudaBackend, KernelImages};
+use crate::cuda::{CudaBackend, KernelImages, TcPath};
 use crate::error::{Error, Operand as Which, Result};
 use crate::host_slice::{HostSlice, HostSliceMut};
 use crate::triad::Linear;
@@ -38,9 +38,22 @@ impl Engine {
     /// Creates an engine for `device`, loading `kernels` on a CUDA device. Prefer
     /// `sgemm_bi::Engine::new`, which passes the PTX embedded in the library.
     pub fn with_kernels(device: Device, kernels: &'static KernelImages) -> Result<Self> {
+        Self::with_kernels_and_tc_path(device, kernels, TcPath::from_env())
+    }
+
+    /// As [`Engine::with_kernels`], with the tensor-core tier restricted to one path. For
+    /// tests that compare the mma.sync and Hopper paths; not part of the API.
+    #[doc(hidden)]
+    pub fn with_kernels_and_tc_path(
+        device: Device,
+        kernels: &'static KernelImages,
+        tc_path: TcPath,
+    ) -> Result<Self> {
         let backend = match device {
             Device::Cpu => Backend::Cpu,
-            Device::Cuda(ordinal) => Backend::Cuda(Box::new(CudaBackend::new(ordinal, kernels)?)),
+            Device::Cuda(ordinal) => {
+                Backend::Cuda(Box::new(CudaBackend::new(ordinal, kernels, tc_path)?))
+            }
         };
         Ok(Engine { device, backend })
     }
@@ -74,10 +87,9 @@ impl Engine {
 
     fn tier_unavailable(&self, tier: Tier) -> Option<String> {
         match (tier, &self.backend) {
-            (Tier::Scalar, Backend::Cpu) => None,
-            (Tier::TensorCores, Backend::Cpu) => {
-                Some("the CPU backend has no tensor-core tier".into())
-            }
+            // The tensor-core tier on the CPU is the sm_90 model (cpu/tensor_model); its f32
+            // inputs were rejected by validation already.
+            (Tier::Scalar | Tier::TensorCores, Backend::Cpu) => None,
             (tier, Backend::Cuda(c)) => c.tier_unavailable(tier),
         }
     }

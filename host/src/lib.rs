@@ -13,6 +13,8 @@ mod types;
 pub mod validate;
 
 pub use cuda::KernelImages;
+#[doc(hidden)]
+pub use cuda::TcPath;
 pub use engine::Engine;
 pub use error::{Error, Operand as ErrorOperand, Result};
 pub use half::{bf16, f16};

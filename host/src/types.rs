@@ -62,8 +62,10 @@ pub enum Tier {
     /// every GPU.
     Scalar = 0,
     /// Tensor-core MMA steps in ascending k (bf16/f16 inputs, f32 accumulation): one
-    /// accumulator per element, K in steps of 16, batch- and N-invariant; the bits are the
-    /// GPU family's. CUDA GPUs of compute capability 8.0 or newer.
+    /// accumulator per element, K in steps of 16, batch- and N-invariant. On sm_90 the step's
+    /// arithmetic is the measured model in the CPU backend, so `Device::Cpu` computes the
+    /// H200's bits; other GPU families may differ (tests/gpu_tc_model.rs checks). CUDA GPUs of
+    /// compute capability 8.0 or newer, and the CPU (bf16/f16 inputs).
     TensorCores = 1,
 }
 

@@ -92,3 +92,58 @@ impl MmaElement for F16 {
         mma_m16n8k16_f32_f16(d, a, b)
     }
 }
+
+/// A 16-bit input the Hopper path multiplies: one `wgmma.m64nNk16` step with f32
+/// accumulators (`crate::hopper`), N = `BN` (64, 128 or 256), operands through shared-memory
+/// descriptors, transpose immediates `TA`, `TB` (`arch::wgmma`).
+#[cfg(sgemm_bi_sm90a)]
+pub trait WgmmaElement: Copy {
+    /// `d[0..BN/2] += A · B` for one 64 × BN tile and 16 k.
+    ///
+    /// # Safety
+    /// As for `arch::wgmma::wgmma_m64n256k16_f32_bf16`.
+    unsafe fn wgmma<const TA: u32, const TB: u32, const BN: u32>(
+        d: &mut [f32; 128],
+        a: u64,
+        b: u64,
+    );
+}
+
+#[cfg(sgemm_bi_sm90a)]
+macro_rules! wgmma_element {
+    ($t:ty, $n256:ident, $n128:ident, $n64:ident) => {
+        impl WgmmaElement for $t {
+            #[inline(always)]
+            unsafe fn wgmma<const TA: u32, const TB: u32, const BN: u32>(
+                d: &mut [f32; 128],
+                a: u64,
+                b: u64,
+            ) {
+                use crate::arch::wgmma::{$n128, $n256, $n64};
+                // SAFETY: forwarded contract.
+                unsafe {
+                    match BN {
+                        256 => $n256::<TA, TB>(d, a, b),
+                        128 => $n128::<TA, TB>(d, a, b),
+                        _ => $n64::<TA, TB>(d, a, b),
+                    }
+                }
+            }
+        }
+    };
+}
+
+#[cfg(sgemm_bi_sm90a)]
+wgmma_element!(
+    Bf16,
+    wgmma_m64n256k16_f32_bf16,
+    wgmma_m64n128k16_f32_bf16,
+    wgmma_m64n64k16_f32_bf16
+);
+#[cfg(sgemm_bi_sm90a)]
+wgmma_element!(
+    F16,
+    wgmma_m64n256k16_f32_f16,
+    wgmma_m64n128k16_f32_f16,
+    wgmma_m64n64k16_f32_f16
+);

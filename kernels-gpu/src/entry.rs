@@ -2,69 +2,136 @@
 //! Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>` and
 //! `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` = row-major, `c` =
 //! column-major; `_unaligned` loads operands element by element (any 2-byte alignment).
+//! The sm90a module has only `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>`.
 
-use crate::element::{Bf16, F16, F32};
-use crate::params::GemmParams;
-use crate::scalar;
-use crate::tensor;
+#[cfg(not(sgemm_bi_sm90a))]
+pub use sm80::*;
+#[cfg(sgemm_bi_sm90a)]
+pub use sm90a::*;
 
-macro_rules! scalar_entry {
-    ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr) => {
-        /// Scalar-tier GEMM entry point (see `scalar`).
-        ///
-        /// # Safety
-        /// Launched by the host with a validated `GemmParams`, `scalar::config::THREADS`
-        /// threads and `scalar::config::SMEM_BYTES` of dynamic shared memory.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
-            // SAFETY: forwarded launch contract.
-            unsafe { scalar::gemm::<$elem, $a, $b>(&p) }
-        }
-    };
+#[cfg(not(sgemm_bi_sm90a))]
+mod sm80 {
+    use crate::element::{Bf16, F16, F32};
+    use crate::params::GemmParams;
+    use crate::scalar;
+    use crate::tensor;
+
+    macro_rules! scalar_entry {
+        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr) => {
+            /// Scalar-tier GEMM entry point (see `scalar`).
+            ///
+            /// # Safety
+            /// Launched by the host with a validated `GemmParams`, `scalar::config::THREADS`
+            /// threads and `scalar::config::SMEM_BYTES` of dynamic shared memory.
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
+                // SAFETY: forwarded launch contract.
+                unsafe { scalar::gemm::<$elem, $a, $b>(&p) }
+            }
+        };
+    }
+
+    scalar_entry!(sgemm_bi_scalar_f32_rr, F32, a_k_contiguous: true, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_f32_rc, F32, a_k_contiguous: true, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_f32_cr, F32, a_k_contiguous: false, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_f32_cc, F32, a_k_contiguous: false, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_bf16_rr, Bf16, a_k_contiguous: true, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_bf16_rc, Bf16, a_k_contiguous: true, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_bf16_cr, Bf16, a_k_contiguous: false, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_bf16_cc, Bf16, a_k_contiguous: false, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_f16_rr, F16, a_k_contiguous: true, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_f16_rc, F16, a_k_contiguous: true, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_f16_cr, F16, a_k_contiguous: false, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_f16_cc, F16, a_k_contiguous: false, b_k_contiguous: true);
+
+    macro_rules! tensor_entry {
+        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, cp_async: $cp:expr) => {
+            /// Tensor-core GEMM entry point (see `tensor`).
+            ///
+            /// # Safety
+            /// Launched by the host with a validated `GemmParams`, `tensor::config::THREADS`
+            /// threads and `tensor::config::SMEM_BYTES` of dynamic shared memory; the cp.async
+            /// entries only for 16-byte aligned operands.
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
+                // SAFETY: forwarded launch contract.
+                unsafe { tensor::gemm::<$elem, $a, $b, $cp>(&p) }
+            }
+        };
+    }
+
+    tensor_entry!(sgemm_bi_tc_bf16_rr, Bf16, a_k_contiguous: true, b_k_contiguous: false, cp_async: true);
+    tensor_entry!(sgemm_bi_tc_bf16_rc, Bf16, a_k_contiguous: true, b_k_contiguous: true, cp_async: true);
+    tensor_entry!(sgemm_bi_tc_bf16_cr, Bf16, a_k_contiguous: false, b_k_contiguous: false, cp_async: true);
+    tensor_entry!(sgemm_bi_tc_bf16_cc, Bf16, a_k_contiguous: false, b_k_contiguous: true, cp_async: true);
+    tensor_entry!(sgemm_bi_tc_f16_rr, F16, a_k_contiguous: true, b_k_contiguous: false, cp_async: true);
+    tensor_entry!(sgemm_bi_tc_f16_rc, F16, a_k_contiguous: true, b_k_contiguous: true, cp_async: true);
+    tensor_entry!(sgemm_bi_tc_f16_cr, F16, a_k_contiguous: false, b_k_contiguous: false, cp_async: true);
+    tensor_entry!(sgemm_bi_tc_f16_cc, F16, a_k_contiguous: false, b_k_contiguous: true, cp_async: true);
+    tensor_entry!(sgemm_bi_tc_bf16_rr_unaligned, Bf16, a_k_contiguous: true, b_k_contiguous: false, cp_async: false);
+    tensor_entry!(sgemm_bi_tc_bf16_rc_unaligned, Bf16, a_k_contiguous: true, b_k_contiguous: true, cp_async: false);
+    tensor_entry!(sgemm_bi_tc_bf16_cr_unaligned, Bf16, a_k_contiguous: false, b_k_contiguous: false, cp_async: false);
+    tensor_entry!(sgemm_bi_tc_bf16_cc_unaligned, Bf16, a_k_contiguous: false, b_k_contiguous: true, cp_async: false);
+    tensor_entry!(sgemm_bi_tc_f16_rr_unaligned, F16, a_k_contiguous: true, b_k_contiguous: false, cp_async: false);
+    tensor_entry!(sgemm_bi_tc_f16_rc_unaligned, F16, a_k_contiguous: true, b_k_contiguous: true, cp_async: false);
+    tensor_entry!(sgemm_bi_tc_f16_cr_unaligned, F16, a_k_contiguous: false, b_k_contiguous: false, cp_async: false);
+    tensor_entry!(sgemm_bi_tc_f16_cc_unaligned, F16, a_k_contiguous: false, b_k_contiguous: true, cp_async: false);
 }
 
-scalar_entry!(sgemm_bi_scalar_f32_rr, F32, a_k_contiguous: true, b_k_contiguous: false);
-scalar_entry!(sgemm_bi_scalar_f32_rc, F32, a_k_contiguous: true, b_k_contiguous: true);
-scalar_entry!(sgemm_bi_scalar_f32_cr, F32, a_k_contiguous: false, b_k_contiguous: false);
-scalar_entry!(sgemm_bi_scalar_f32_cc, F32, a_k_contiguous: false, b_k_contiguous: true);
-scalar_entry!(sgemm_bi_scalar_bf16_rr, Bf16, a_k_contiguous: true, b_k_contiguous: false);
-scalar_entry!(sgemm_bi_scalar_bf16_rc, Bf16, a_k_contiguous: true, b_k_contiguous: true);
-scalar_entry!(sgemm_bi_scalar_bf16_cr, Bf16, a_k_contiguous: false, b_k_contiguous: false);
-scalar_entry!(sgemm_bi_scalar_bf16_cc, Bf16, a_k_contiguous: false, b_k_contiguous: true);
-scalar_entry!(sgemm_bi_scalar_f16_rr, F16, a_k_contiguous: true, b_k_contiguous: false);
-scalar_entry!(sgemm_bi_scalar_f16_rc, F16, a_k_contiguous: true, b_k_contiguous: true);
-scalar_entry!(sgemm_bi_scalar_f16_cr, F16, a_k_contiguous: false, b_k_contiguous: false);
-scalar_entry!(sgemm_bi_scalar_f16_cc, F16, a_k_contiguous: false, b_k_contiguous: true);
+#[cfg(sgemm_bi_sm90a)]
+mod sm90a {
+    use crate::element::{Bf16, F16};
+    use crate::hopper;
+    use crate::params::HopperParams;
 
-macro_rules! tensor_entry {
-    ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, cp_async: $cp:expr) => {
-        /// Tensor-core GEMM entry point (see `tensor`).
-        ///
-        /// # Safety
-        /// Launched by the host with a validated `GemmParams`, `tensor::config::THREADS`
-        /// threads and `tensor::config::SMEM_BYTES` of dynamic shared memory; the cp.async
-        /// entries only for 16-byte aligned operands.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
-            // SAFETY: forwarded launch contract.
-            unsafe { tensor::gemm::<$elem, $a, $b, $cp>(&p) }
-        }
-    };
+    macro_rules! hopper_entry {
+        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, bn: $bn:expr) => {
+            /// Hopper tensor-core GEMM entry point (see `hopper`).
+            ///
+            /// # Safety
+            /// Launched by the host with a validated `HopperParams` (tensor maps built for
+            /// these layouts and this BN), `hopper::config::THREADS` threads and
+            /// `hopper::config::SMEM_BYTES` of dynamic shared memory.
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $name(p: HopperParams) {
+                let map_a = crate::kernel_param_generic_address!($name, 0);
+                let map_b = crate::kernel_param_generic_address!($name, 128);
+                // SAFETY: forwarded launch contract.
+                unsafe { hopper::gemm::<$elem, $a, $b, $bn>(&p.gemm, map_a, map_b) }
+            }
+        };
+    }
+
+    macro_rules! hopper_entries {
+        ($($name:ident $elem:ty, $a:expr, $b:expr, $bn:expr;)*) => {
+            $(hopper_entry!($name, $elem, a_k_contiguous: $a, b_k_contiguous: $b, bn: $bn);)*
+        };
+    }
+
+    hopper_entries! {
+        sgemm_bi_hopper_bf16_rr_n256 Bf16, true, false, 256;
+        sgemm_bi_hopper_bf16_rc_n256 Bf16, true, true, 256;
+        sgemm_bi_hopper_bf16_cr_n256 Bf16, false, false, 256;
+        sgemm_bi_hopper_bf16_cc_n256 Bf16, false, true, 256;
+        sgemm_bi_hopper_f16_rr_n256 F16, true, false, 256;
+        sgemm_bi_hopper_f16_rc_n256 F16, true, true, 256;
+        sgemm_bi_hopper_f16_cr_n256 F16, false, false, 256;
+        sgemm_bi_hopper_f16_cc_n256 F16, false, true, 256;
+        sgemm_bi_hopper_bf16_rr_n128 Bf16, true, false, 128;
+        sgemm_bi_hopper_bf16_rc_n128 Bf16, true, true, 128;
+        sgemm_bi_hopper_bf16_cr_n128 Bf16, false, false, 128;
+        sgemm_bi_hopper_bf16_cc_n128 Bf16, false, true, 128;
+        sgemm_bi_hopper_f16_rr_n128 F16, true, false, 128;
+        sgemm_bi_hopper_f16_rc_n128 F16, true, true, 128;
+        sgemm_bi_hopper_f16_cr_n128 F16, false, false, 128;
+        sgemm_bi_hopper_f16_cc_n128 F16, false, true, 128;
+        sgemm_bi_hopper_bf16_rr_n64 Bf16, true, false, 64;
+        sgemm_bi_hopper_bf16_rc_n64 Bf16, true, true, 64;
+        sgemm_bi_hopper_bf16_cr_n64 Bf16, false, false, 64;
+        sgemm_bi_hopper_bf16_cc_n64 Bf16, false, true, 64;
+        sgemm_bi_hopper_f16_rr_n64 F16, true, false, 64;
+        sgemm_bi_hopper_f16_rc_n64 F16, true, true, 64;
+        sgemm_bi_hopper_f16_cr_n64 F16, false, false, 64;
+        sgemm_bi_hopper_f16_cc_n64 F16, false, true, 64;
+    }
 }
-
-tensor_entry!(sgemm_bi_tc_bf16_rr, Bf16, a_k_contiguous: true, b_k_contiguous: false, cp_async: true);
-tensor_entry!(sgemm_bi_tc_bf16_rc, Bf16, a_k_contiguous: true, b_k_contiguous: true, cp_async: true);
-tensor_entry!(sgemm_bi_tc_bf16_cr, Bf16, a_k_contiguous: false, b_k_contiguous: false, cp_async: true);
-tensor_entry!(sgemm_bi_tc_bf16_cc, Bf16, a_k_contiguous: false, b_k_contiguous: true, cp_async: true);
-tensor_entry!(sgemm_bi_tc_f16_rr, F16, a_k_contiguous: true, b_k_contiguous: false, cp_async: true);
-tensor_entry!(sgemm_bi_tc_f16_rc, F16, a_k_contiguous: true, b_k_contiguous: true, cp_async: true);
-tensor_entry!(sgemm_bi_tc_f16_cr, F16, a_k_contiguous: false, b_k_contiguous: false, cp_async: true);
-tensor_entry!(sgemm_bi_tc_f16_cc, F16, a_k_contiguous: false, b_k_contiguous: true, cp_async: true);
-tensor_entry!(sgemm_bi_tc_bf16_rr_unaligned, Bf16, a_k_contiguous: true, b_k_contiguous: false, cp_async: false);
-tensor_entry!(sgemm_bi_tc_bf16_rc_unaligned, Bf16, a_k_contiguous: true, b_k_contiguous: true, cp_async: false);
-tensor_entry!(sgemm_bi_tc_bf16_cr_unaligned, Bf16, a_k_contiguous: false, b_k_contiguous: false, cp_async: false);
-tensor_entry!(sgemm_bi_tc_bf16_cc_unaligned, Bf16, a_k_contiguous: false, b_k_contiguous: true, cp_async: false);
-tensor_entry!(sgemm_bi_tc_f16_rr_unaligned, F16, a_k_contiguous: true, b_k_contiguous: false, cp_async: false);
-tensor_entry!(sgemm_bi_tc_f16_rc_unaligned, F16, a_k_contiguous: true, b_k_contiguous: true, cp_async: false);
-tensor_entry!(sgemm_bi_tc_f16_cr_unaligned, F16, a_k_contiguous: false, b_k_contiguous: false, cp_async: false);
-tensor_entry!(sgemm_bi_tc_f16_cc_unaligned, F16, a_k_contiguous: false, b_k_contiguous: true, cp_async: false);

@@ -2,6 +2,8 @@
 //!
 //! * `sm80`: every kernel that needs nothing newer than Ampere (the scalar tier and the
 //!   tensor-core tier's mma.sync path).
+//! * `sm90a` (built with `--cfg sgemm_bi_sm90a`): the tensor-core tier's Hopper path
+//!   (wgmma + TMA), and nothing else.
 //!
 //! Layout of this crate: `arch/` holds one wrapper per PTX instruction and nothing else;
 //! `params.rs` the `#[repr(C)]` structs the host passes by value (the host crate includes
@@ -18,6 +20,8 @@ pub mod arch;
 pub mod element;
 pub mod entry;
 pub mod finish;
+#[cfg(sgemm_bi_sm90a)]
+pub mod hopper;
 pub mod params;
 pub mod scalar;
 pub mod tensor;

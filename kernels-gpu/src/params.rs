@@ -49,3 +49,24 @@ pub struct GemmParams {
     pub out_mode: u32,
     pub bias_dtype: u32,
 }
+
+/// An opaque CUDA tensor map (`CUtensorMap`, 128 bytes), built on the host by
+/// `cuTensorMapEncodeTiled` and read only by the copy engine. The driver needs it 64-byte
+/// aligned in parameter space: the build step declares the Hopper entries' parameter
+/// `.align 64` (rustc's nvptx ABI accepts at most 16 here).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug)]
+pub struct TensorMap {
+    pub opaque: [u64; 16],
+}
+
+/// Parameters of the Hopper (wgmma + TMA) kernels: the tensor maps of A and B, then the
+/// shared GEMM parameters. The maps come first so that they sit at byte offsets 0 and 128 of
+/// the 64-byte aligned parameter.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug)]
+pub struct HopperParams {
+    pub map_a: TensorMap,
+    pub map_b: TensorMap,
+    pub gemm: GemmParams,
+}

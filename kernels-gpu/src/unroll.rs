@@ -40,3 +40,41 @@ macro_rules! unroll8 {
         }
     }};
 }
+
+/// `unroll4!(i => body)`: `body` four times with `i` bound to 0..4 as a constant.
+#[macro_export]
+macro_rules! unroll4 {
+    ($i:ident => $body:block) => {{
+        {
+            let $i: usize = 0;
+            $body
+        }
+        {
+            let $i: usize = 1;
+            $body
+        }
+        {
+            let $i: usize = 2;
+            $body
+        }
+        {
+            let $i: usize = 3;
+            $body
+        }
+    }};
+}
+
+/// `unroll2!(i => body)`: `body` twice with `i` bound to 0..2 as a constant.
+#[macro_export]
+macro_rules! unroll2 {
+    ($i:ident => $body:block) => {{
+        {
+            let $i: usize = 0;
+            $body
+        }
+        {
+            let $i: usize = 1;
+            $body
+        }
+    }};
+}

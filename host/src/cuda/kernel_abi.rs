@@ -22,6 +22,10 @@ pub mod scalar_config;
 #[path = "../../../kernels-gpu/src/tensor/config.rs"]
 pub mod tensor_config;
 
+#[allow(dead_code)]
+#[path = "../../../kernels-gpu/src/hopper/config.rs"]
+pub mod hopper_config;
+
 /// The kernel parameters of `g` on pointers `p`, for a kernel whose block tile is
 /// `tile_m × tile_n`.
 pub(crate) fn gemm_params(g: &Gemm, p: &GemmPointers, tile_m: u32, tile_n: u32) -> GemmParams {

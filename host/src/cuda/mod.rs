@@ -2,6 +2,7 @@
 //! the caller's stream. No stream, allocation or synchronization of its own per call, so
 //! calls can be captured in CUDA graphs.
 
+mod hopper;
 mod kernel_abi;
 mod scalar;
 mod tensor;
@@ -20,6 +21,37 @@ pub struct KernelImages {
     /// Kernels that need nothing newer than sm_80 (the scalar tier and the tensor-core
     /// tier's mma.sync path).
     pub sm80: &'static str,
+    /// The tensor-core tier's Hopper path (wgmma + TMA), loaded on compute capability 9.0
+    /// only (sm_90a code runs on no other GPU). Empty: not available.
+    pub sm90a: &'static str,
+}
+
+/// Which kernels the tensor-core tier may use. Not a tuning knob: the default lets the
+/// planner choose; the others exist so the tests can run both paths on the same inputs
+/// (`SGEMM_BI_FORCE_TC_PATH=portable|hopper`, read once when an engine is created, or
+/// `Engine::with_kernels_and_tc_path`).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TcPath {
+    /// The planner's choice: on sm_90, the Hopper path wherever the copy engine can
+    /// describe the operands, the mma.sync path elsewhere (they give the same bits).
+    #[default]
+    Auto,
+    /// Only the mma.sync kernels.
+    Portable,
+    /// Only the Hopper kernels; a call they cannot run is an error.
+    Hopper,
+}
+
+impl TcPath {
+    /// The path `SGEMM_BI_FORCE_TC_PATH` asks for (`Auto` when unset or unknown).
+    pub fn from_env() -> Self {
+        match std::env::var("SGEMM_BI_FORCE_TC_PATH").as_deref() {
+            Ok("portable") => TcPath::Portable,
+            Ok("hopper") => TcPath::Hopper,
+            _ => TcPath::Auto,
+        }
+    }
 }
 
 fn driver_error(call: &'static str) -> impl Fn(result::DriverError) -> Error {
@@ -82,8 +114,12 @@ pub(crate) struct CudaBackend {
     scalar: Option<scalar::ScalarKernels>,
     /// `None` on GPUs older than sm_80 (mma.sync m16n8k16 with bf16 needs sm_80).
     tensor: Option<tensor::TensorKernels>,
-    // Declared last: dropped after the function handles that point into it.
+    /// `None` except on compute capability 9.0 (sm_90a code).
+    hopper: Option<hopper::HopperKernels>,
+    tc_path: TcPath,
+    // Declared last: dropped after the function handles that point into them.
     _sm80: Option<Module>,
+    _sm90a: Option<Module>,
 }
 
 // SAFETY: CUmodule and CUfunction handles are immutable after loading and the CUDA driver
@@ -93,7 +129,7 @@ unsafe impl Send for CudaBackend {}
 unsafe impl Sync for CudaBackend {}
 
 impl CudaBackend {
-    pub(crate) fn new(ordinal: usize, kernels: &KernelImages) -> Result<Self> {
+    pub(crate) fn new(ordinal: usize, kernels: &KernelImages, tc_path: TcPath) -> Result<Self> {
         // SAFETY: only probes whether libcuda can be loaded; cudarc panics on first use
         // without it, so this must come first.
         if !unsafe { sys::is_culib_present() } {
@@ -121,12 +157,25 @@ impl CudaBackend {
         } else {
             (None, None, None)
         };
+        let (sm90a, hopper) = if capability == (9, 0) && !kernels.sm90a.is_empty() {
+            let sms = ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(driver_error("cuDeviceGetAttribute"))?;
+            let module = Module::load(&ctx, kernels.sm90a)?;
+            let hopper = hopper::HopperKernels::load(&|name| module.function(name), sms as usize)?;
+            (Some(module), Some(hopper))
+        } else {
+            (None, None)
+        };
         Ok(CudaBackend {
             ctx,
             capability,
             scalar,
             tensor,
+            hopper,
+            tc_path,
             _sm80: sm80,
+            _sm90a: sm90a,
         })
     }
 
@@ -169,8 +218,51 @@ impl CudaBackend {
         // SAFETY (both arms): forwarded contract.
         match g.tier {
             Tier::Scalar => unsafe { self.scalar.as_ref().expect(CHECKED).launch(g, p, stream) },
-            Tier::TensorCores => unsafe {
-                self.tensor.as_ref().expect(CHECKED).launch(g, p, stream)
+            Tier::TensorCores => unsafe { self.launch_tensor(g, p, stream) },
+        }
+    }
+
+    /// The tensor-core tier: the Hopper path where it is loaded and can describe the
+    /// operands (unless forced off), the mma.sync path otherwise.
+    ///
+    /// # Safety
+    /// As for `gemm`, with the context current.
+    unsafe fn launch_tensor(
+        &self,
+        g: &Gemm,
+        p: &GemmPointers,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let hopper = match (self.tc_path, &self.hopper) {
+            (TcPath::Portable, _) => None,
+            (_, Some(h)) => match hopper::can_implement(g, p.a as usize, p.b as usize) {
+                Ok(()) => Some(h),
+                Err(e) if self.tc_path == TcPath::Hopper => {
+                    return Err(Error::Launch {
+                        kernel: "sgemm_bi_hopper_*".into(),
+                        message: format!("forced Hopper path cannot run this call: {}", e.reason),
+                    })
+                }
+                Err(_) => None,
+            },
+            (TcPath::Hopper, None) => {
+                return Err(Error::Launch {
+                    kernel: "sgemm_bi_hopper_*".into(),
+                    message: "forced Hopper path, but no sm90a module is loaded (needs compute \
+                              capability 9.0)"
+                        .into(),
+                })
+            }
+            (TcPath::Auto, None) => None,
+        };
+        // SAFETY (both arms): forwarded contract.
+        match hopper {
+            Some(h) => unsafe { h.launch(g, p, stream) },
+            None => unsafe {
+                self.tensor
+                    .as_ref()
+                    .expect("tier availability is checked before launch")
+                    .launch(g, p, stream)
             },
         }
     }

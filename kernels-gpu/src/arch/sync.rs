@@ -9,3 +9,18 @@ pub fn bar_sync() {
     // barriers outside thread-dependent branches).
     unsafe { asm!("bar.sync 0;", options(nostack)) };
 }
+
+/// `setmaxnreg.dec.sync.aligned.u32 N`: this warpgroup gives registers back, keeping `N` per
+/// thread (sm_90a; needs a register cap at entry, `.maxntid` with one block per SM).
+#[inline(always)]
+pub fn setmaxnreg_dec<const N: u32>() {
+    // SAFETY: every thread of the warpgroup executes it together (one branch per role).
+    unsafe { asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack)) };
+}
+
+/// `setmaxnreg.inc.sync.aligned.u32 N`: this warpgroup takes registers, up to `N` per thread.
+#[inline(always)]
+pub fn setmaxnreg_inc<const N: u32>() {
+    // SAFETY: as for `setmaxnreg_dec`.
+    unsafe { asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack)) };
+}

@@ -4,12 +4,36 @@
 //! at +0.0. K is consumed in ascending steps of 16: step `s` (s = 0, 1, …, ⌈K/16⌉ − 1) is one
 //! `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` (`.f16` for f16 inputs) that adds
 //! the 16 products `A[i, 16s + t] · B[16s + t, j]`, t = 0..16, to that same accumulator, with
-//! the tensor core's own arithmetic for one step (measured on the H200:
-//! `../shared/data/tc-h200/README.md`). The K tail is padded with zeros to a multiple of 16:
+//! the tensor core's own arithmetic for one step (measured on the H200, below and in
+//! `tests/data/tc-h200/README.md`). The K tail is padded with zeros to a multiple of 16:
 //! elements with k ≥ K are +0.0 in both operands, and no step lies wholly past K. Then, in the
 //! epilogue (`crate::finish`, shared with the scalar tier): one `add.rn.f32` of the bias,
 //! one `add.rn.f32` into C in accumulate mode, NaN canonicalised (0x7FFF_FFFF in f32, 0x7FFF
 //! in bf16/f16), and one round-to-nearest-even to the output dtype.
+//!
+//! **The step's arithmetic on sm_90** (measured on an H200; the CPU backend computes it,
+//! `host/src/cpu/tensor_model/`). With the accumulator c and the 16 exact products
+//! `p_t = a_t · b_t` of one step:
+//!
+//! 1. E = the largest of `exp(a_t) + exp(b_t)` over the nonzero products and `exp(c)` when
+//!    c ≠ 0, where `exp(x) = ⌊log2 |x|⌋` (a subnormal input counts with its own exponent),
+//!    except that a subnormal accumulator counts as −126;
+//! 2. c and every p_t are truncated toward zero to a multiple of 2^(E−25);
+//! 3. the truncated terms are summed exactly;
+//! 4. the sum is truncated toward zero to f32 (to the subnormal grid below 2^−126); a
+//!    magnitude ≥ 2^128 becomes ±Inf, an exact zero +0.0.
+//!
+//! This reproduces all 196,608 recorded outputs (bf16 and f16, six distributions; mma.sync
+//! and wgmma agree on every one), and on sm_90 it *defines* the tier's bits. What the
+//! recordings do not cover is the model's choice, **to be confirmed on the H200**: NaN and
+//! Inf inputs follow IEEE 754 (NaN for a NaN operand, for Inf · 0 and for infinities of both
+//! signs, else the infinity); a subnormal input counts with its own exponent (the
+//! recordings fit −14 for f16 as well, and have no bf16 subnormals); a zero result is +0.0
+//! when the sum is exactly zero and takes the sum's sign when a nonzero sum truncates to
+//! zero (no recorded output is zero); K tails and chains longer than four steps. Other GPU
+//! families (sm_80, sm_100, …) may compute a step differently, and their bits are then
+//! theirs only; `tests/gpu_tc_model.rs` (the CPU model against the GPU, bit for bit) is how
+//! to check one.
 //!
 //! Only [`mainloop`] decides the order, and it depends on nothing but K: no split-K, no step
 //! size other than 16, no order that depends on M, N, the batch, the tile's position or the

@@ -1,0 +1,116 @@
+//! Tensor-core tier against cuBLAS on the GPU, same process, same buffers, random bf16 data:
+//! the issue-3 speed-bar shapes, for the planner's path (Hopper on sm_90) and the mma.sync
+//! path, B row-major (`rr`) and column-major (`rc`, a PyTorch Linear weight).
+//!
+//! `cargo run --release --example bench_tc` on a machine with a GPU (set `SGEMM_BI_CUBLAS`
+//! to libcublas's path if it is not on the loader path).
+
+#[path = "bench_scalar/cublas.rs"]
+#[allow(dead_code)] // the SGEMM half of the wrapper serves bench_scalar
+mod cublas;
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, sys};
+use sgemm_bi::{DType, Device, Engine, Gemm, GemmPointers, Layout, Stream, TcPath, Tier};
+
+fn median_ms(stream: sys::CUstream, reps: usize, mut f: impl FnMut()) -> f64 {
+    let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
+    let (start, stop) = (
+        result::event::create(flags).unwrap(),
+        result::event::create(flags).unwrap(),
+    );
+    for _ in 0..3 {
+        f();
+    }
+    let mut times: Vec<f64> = (0..reps)
+        .map(|_| {
+            // SAFETY: live events and stream of the current context.
+            unsafe {
+                result::event::record(start, stream).unwrap();
+                f();
+                result::event::record(stop, stream).unwrap();
+                result::event::synchronize(stop).unwrap();
+                result::event::elapsed(start, stop).unwrap() as f64
+            }
+        })
+        .collect();
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    times[times.len() / 2]
+}
+
+fn random_bf16(len: usize, seed: u64) -> u64 {
+    let mut s = seed;
+    let bytes: Vec<u8> = (0..len)
+        .flat_map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            sgemm_bi::bf16::from_f32((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5).to_le_bytes()
+        })
+        .collect();
+    // SAFETY: a fresh allocation of exactly `bytes.len()` bytes in the current context.
+    unsafe {
+        let p = result::malloc_sync(bytes.len()).unwrap();
+        result::memcpy_htod_sync(p, &bytes).unwrap();
+        result::ctx::synchronize().unwrap();
+        p
+    }
+}
+
+fn main() {
+    let auto = Engine::new(Device::Cuda(0)).expect("bench_tc needs a CUDA GPU");
+    let portable = Engine::with_tc_path(Device::Cuda(0), TcPath::Portable).unwrap();
+    let blas = cublas::Cublas::open().unwrap_or_else(|e| panic!("cuBLAS not found ({e})"));
+    let stream = result::stream::create(result::stream::StreamKind::NonBlocking).unwrap();
+    blas.set_stream(stream as *mut c_void);
+    let reps = 20;
+    println!("| M × K × N | B layout | cuBLAS TFLOP/s | planner's path TFLOP/s | ratio | mma.sync path TFLOP/s | ratio |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for &(m, k, n) in &[
+        (16384usize, 4096usize, 4096usize),
+        (16384, 4096, 14336),
+        (64, 4096, 4096),
+    ] {
+        let flops = 2.0 * (m * n * k) as f64;
+        let tflops = |ms: f64| flops / (ms * 1e-3) / 1e12;
+        let (a, b, c) = (
+            random_bf16(m * k, 1),
+            random_bf16(k * n, 2),
+            random_bf16(m * n, 3),
+        );
+        // SAFETY: buffers sized M×K, K×N, M×N.
+        let blas_ms = median_ms(stream, reps, || unsafe {
+            blas.gemm_16bit(true, m, n, k, a, b, c)
+        });
+        for b_layout in [Layout::RowMajor, Layout::ColMajor] {
+            let mut g = Gemm::dense(m, n, k, DType::BF16);
+            g.tier = Tier::TensorCores;
+            if b_layout == Layout::ColMajor {
+                g.b.layout = Layout::ColMajor;
+                g.b.ld = k;
+            }
+            let p = GemmPointers {
+                a: a as *const c_void,
+                b: b as *const c_void,
+                bias: std::ptr::null(),
+                c: c as *mut c_void,
+            };
+            let time = |e: &Engine| {
+                // SAFETY: buffers sized for the descriptor, alive until the end of main.
+                median_ms(stream, reps, || unsafe {
+                    e.gemm(&g, p, Stream(stream as *mut c_void)).unwrap()
+                })
+            };
+            let (ours, mma) = (time(&auto), time(&portable));
+            println!(
+                "| {m} × {k} × {n} | {b_layout:?} | {:.1} | {:.1} | {:.2} | {:.1} | {:.2} |",
+                tflops(blas_ms),
+                tflops(ours),
+                blas_ms / ours,
+                tflops(mma),
+                blas_ms / mma,
+            );
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Packing for the tensor-core model: blocks of A and B decoded into the form the step
+//! arithmetic reads ([`Dec`]: signed significand and exponent), grouped by k16 step, with
+//! the K tail padded with zeros exactly as the GPU kernels pad it.
+//!
+//! As in the scalar backend's `pack/`, both operands are *lanes × depth*: the lanes of A are
+//! its rows, the lanes of B its columns. A row of A is stored step by step (`[Dec; 16]` per
+//! step); a panel of NR columns of B is stored step by step as [`BStep`], the 16 depths of a
+//! step for all NR lanes side by side, so the kernel reads whole vectors of lanes. Lanes past
+//! the edge of the matrix are zero and feed outputs that are never stored. Decoding is
+//! exact and moves values only: it cannot change a bit of the result.
+
+use crate::types::{Gemm, GemmPointers, Layout};
+
+use super::super::kernel::NR;
+use super::step::{Dec, Format};
+
+/// K of one step (the MMA instruction's K).
+pub(super) const STEP_K: usize = 16;
+
+/// One 16-bit input operand of one batch entry: element `(lane, k)` is at
+/// `base + lane · lane_stride + k · k_stride` (in elements).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Source {
+    base: *const u16,
+    lane_stride: usize,
+    k_stride: usize,
+    /// Elements between batch entries.
+    batch_stride: usize,
+    /// K of the matrix: depths from K on are the zero padding.
+    k: usize,
+}
+
+// SAFETY: a Source is only read through, and the contract of `cpu::gemm` guarantees that
+// nothing writes the inputs while the call runs, so threads may share it.
+unsafe impl Send for Source {}
+// SAFETY: as above.
+unsafe impl Sync for Source {}
+
+impl Source {
+    /// A (lanes = rows of A), batch entry 0.
+    pub(super) fn a(g: &Gemm, p: &GemmPointers) -> Source {
+        let (lane_stride, k_stride) = match g.a.layout {
+            Layout::RowMajor => (g.a.ld, 1),
+            Layout::ColMajor => (1, g.a.ld),
+        };
+        Source {
+            base: p.a as *const u16,
+            lane_stride,
+            k_stride,
+            batch_stride: g.a.batch_stride,
+            k: g.k,
+        }
+    }
+
+    /// B (lanes = columns of B), batch entry 0.
+    pub(super) fn b(g: &Gemm, p: &GemmPointers) -> Source {
+        let (lane_stride, k_stride) = match g.b.layout {
+            Layout::RowMajor => (1, g.b.ld),
+            Layout::ColMajor => (g.b.ld, 1),
+        };
+        Source {
+            base: p.b as *const u16,
+            lane_stride,
+            k_stride,
+            batch_stride: g.b.batch_stride,
+            k: g.k,
+        }
+    }
+
+    /// The same operand in batch entry `batch`.
+    pub(super) fn entry(self, batch: usize) -> Source {
+        Source {
+            // wrapping: with K = 0 the pointer may be null, and it is then never read.
+            base: self.base.wrapping_add(batch * self.batch_stride),
+            ..self
+        }
+    }
+
+    /// The 16 depths of step `s` of lane `lane`, decoded; depths from K on are zero.
+    ///
+    /// # Safety
+    /// `lane` is inside the matrix and every depth `k < K` of it lies inside the validated
+    /// span of the operand.
+    #[inline(always)]
+    unsafe fn step(&self, format: Format, lane: usize, s: usize) -> [Dec; STEP_K] {
+        let row = self.base.wrapping_add(lane * self.lane_stride);
+        std::array::from_fn(|t| {
+            let k = s * STEP_K + t;
+            if k < self.k {
+                // SAFETY: (lane, k) is inside the span (the caller's contract); unaligned
+                // reads tolerate any alignment.
+                format.decode(unsafe { row.add(k * self.k_stride).read_unaligned() })
+            } else {
+                Dec::ZERO
+            }
+        })
+    }
+}
+
+/// One step of an NR-lane panel of B: `sig[t][j]`, `exp[t][j]` of depth t of lane j, and
+/// whether any of them is NaN or infinite.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+pub(super) struct BStep {
+    pub sig: [[i32; NR]; STEP_K],
+    pub exp: [[i32; NR]; STEP_K],
+    pub special: bool,
+}
+
+impl BStep {
+    pub(super) const ZERO: BStep = BStep {
+        sig: [[0; NR]; STEP_K],
+        exp: [[Dec::ZERO.exp; NR]; STEP_K],
+        special: false,
+    };
+}
+
+/// Packs `dst.len() / ns` lanes of `src` from `lane0` on, steps `s0 .. s0 + ns`, lane by
+/// lane: `dst[l · ns + s]` is step `s0 + s` of lane `lane0 + l`.
+///
+/// # Safety
+/// Every lane `lane0 + l`, `l < dst.len() / ns`, is inside the matrix (see
+/// [`Source::step`]); `dst.len()` is a multiple of `ns`.
+pub(super) unsafe fn lanes(
+    format: Format,
+    src: &Source,
+    lane0: usize,
+    s0: usize,
+    ns: usize,
+    dst: &mut [[Dec; STEP_K]],
+) {
+    for (l, steps) in dst.chunks_exact_mut(ns.max(1)).enumerate() {
+        for (s, d) in steps.iter_mut().enumerate() {
+            // SAFETY: lane0 + l is inside the matrix (the caller's contract).
+            *d = unsafe { src.step(format, lane0 + l, s0 + s) };
+        }
+    }
+}
+
+/// Packs lanes `lane0 .. lane0 + lanes` of `src`, steps `s0 .. s0 + ns`, into
+/// `⌈lanes / NR⌉` consecutive panels of `ns` [`BStep`]s, zero past `lanes`.
+///
+/// # Safety
+/// As for [`lanes`]; `dst.len() == ⌈lanes / NR⌉ · ns`.
+pub(super) unsafe fn panels(
+    format: Format,
+    src: &Source,
+    lane0: usize,
+    lanes: usize,
+    s0: usize,
+    ns: usize,
+    dst: &mut [BStep],
+) {
+    for (q, panel) in dst.chunks_exact_mut(ns.max(1)).enumerate() {
+        let count = NR.min(lanes - q * NR);
+        for (s, d) in panel.iter_mut().enumerate() {
+            *d = BStep::ZERO;
+            for j in 0..count {
+                // SAFETY: lane lane0 + q · NR + j < lane0 + lanes is inside the matrix.
+                let v = unsafe { src.step(format, lane0 + q * NR + j, s0 + s) };
+                for (t, x) in v.iter().enumerate() {
+                    d.sig[t][j] = x.sig;
+                    d.exp[t][j] = x.exp;
+                    d.special |= x.is_special();
+                }
+            }
+        }
+    }
+}

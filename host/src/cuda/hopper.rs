@@ -1,0 +1,263 @@
+//! Planning and launching the tensor-core tier's Hopper path (wgmma + TMA, sm_90a; see
+//! `kernels-gpu/src/hopper` for the contract, the same as the mma.sync path's).
+//!
+//! The plan picks an entry point by dtype and operand layouts and a tile width by M, N and
+//! the SM count; it never picks the reduction order: every candidate consumes K in ascending
+//! steps of 16 into one accumulator per element. Tensor maps are built per call on the host
+//! (`cuTensorMapEncodeTiled` is a pure host function: nothing is enqueued, so calls can be
+//! captured in CUDA graphs) and passed by value in the kernel parameter.
+
+use cudarc::driver::{result, sys};
+
+use super::kernel_abi::gemm_params;
+use super::kernel_abi::hopper_config::{BK, BM, BN_CHOICES, SMEM_BYTES, SWIZZLE_ELEMS, THREADS};
+use super::kernel_abi::params::{HopperParams, TensorMap};
+use super::scalar::{layout_suffix, LAYOUTS};
+use super::tensor::Unsupported;
+use crate::error::{Error, Result};
+use crate::types::{DType, Gemm, GemmPointers, Layout, Operand};
+
+const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
+
+/// Whether the copy engine can describe the operands of `g` at addresses `a` and `b`: base
+/// 16-byte aligned, row pitch and batch stride multiples of 16 bytes, K ≥ 1 (a tensor map has
+/// no empty dimension; K = 0 needs no MMA at all) and every extent a TMA coordinate (i32).
+pub(crate) fn can_implement(g: &Gemm, a: usize, b: usize) -> Result<(), Unsupported> {
+    if g.k == 0 {
+        return Err(Unsupported {
+            reason: "K = 0 has no MMA step".into(),
+        });
+    }
+    let limit = i32::MAX as usize;
+    if g.m > limit || g.n > limit || g.k > limit || g.batch > limit {
+        return Err(Unsupported {
+            reason: "an extent exceeds a TMA coordinate (2^31 - 1)".into(),
+        });
+    }
+    let check = |name: &str, op: &Operand, addr: usize| {
+        let reason = if addr % 16 != 0 {
+            format!("{name}'s address {addr:#x} is not 16-byte aligned")
+        } else if op.ld % 8 != 0 || op.ld * 2 >= 1 << 40 {
+            format!(
+                "{name}'s leading dimension {} is not a multiple of 8",
+                op.ld
+            )
+        } else if g.batch > 1 && (op.batch_stride % 8 != 0 || op.batch_stride * 2 >= 1 << 40) {
+            format!(
+                "{name}'s batch stride {} is not a multiple of 8",
+                op.batch_stride
+            )
+        } else {
+            return Ok(());
+        };
+        Err(Unsupported { reason })
+    };
+    check("A", &g.a, a)?;
+    check("B", &g.b, b)
+}
+
+/// The tile width for `g` on a GPU with `sms` multiprocessors: the widest that still gives
+/// every SM a tile, else the narrowest. Any choice gives the same bits.
+pub(crate) fn tile_n(g: &Gemm, sms: usize) -> u32 {
+    let tiles = |bn: u32| g.m.div_ceil(BM as usize) * g.n.div_ceil(bn as usize) * g.batch;
+    BN_CHOICES
+        .into_iter()
+        .find(|&bn| tiles(bn) >= sms)
+        .unwrap_or(BN_CHOICES[BN_CHOICES.len() - 1])
+}
+
+/// The entry point in the sm90a module.
+pub(crate) fn entry_name(dtype: DType, layouts: (Layout, Layout), bn: u32) -> String {
+    format!(
+        "sgemm_bi_hopper_{}_{}_n{bn}",
+        dtype.name(),
+        layout_suffix(layouts)
+    )
+}
+
+/// Builds the map of an operand whose contiguous dimension is `inner` (extent) and the other
+/// `outer`, with leading dimension `ld` and batch stride `bs` (elements).
+#[allow(clippy::too_many_arguments)]
+fn encode_raw(
+    dtype: DType,
+    addr: usize,
+    inner: usize,
+    outer: usize,
+    ld: usize,
+    batch: usize,
+    bs: usize,
+    box_dims: [u32; 2],
+) -> std::result::Result<TensorMap, String> {
+    let data_type = match dtype {
+        DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        _ => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+    };
+    // A batch extent of 1 when the operand is shared (stride 0) or there is one entry; its
+    // stride is then never used but must still be valid.
+    let shared = batch == 1 || bs == 0;
+    let dims: [u64; 3] = [
+        inner as u64,
+        outer as u64,
+        if shared { 1 } else { batch as u64 },
+    ];
+    let pitch = ld as u64 * 2;
+    let batch_pitch = if shared {
+        (pitch * outer as u64).next_multiple_of(16)
+    } else {
+        bs as u64 * 2
+    };
+    let strides: [u64; 2] = [pitch, batch_pitch];
+    let boxes: [u32; 3] = [box_dims[0], box_dims[1], 1];
+    let element_strides: [u32; 3] = [1, 1, 1];
+    let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
+    // SAFETY: every array has the rank's length; the map is written by the call; the
+    // address is only recorded, not dereferenced.
+    let status = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            map.as_mut_ptr(),
+            data_type,
+            3,
+            addr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if status != sys::CUresult::CUDA_SUCCESS {
+        return Err(format!("cuTensorMapEncodeTiled: {status:?}"));
+    }
+    // SAFETY: written by the successful call above.
+    let map = unsafe { map.assume_init() };
+    Ok(TensorMap { opaque: map.opaque })
+}
+
+/// The map of operand `op` (A as (M, K) or B as (N, K) after the layout) for a tile of
+/// `tile_mn` rows (BM for A, BN for B).
+fn operand_map(
+    op: &Operand,
+    k_contiguous: bool,
+    addr: usize,
+    mn: usize,
+    k: usize,
+    batch: usize,
+    tile_mn: u32,
+) -> std::result::Result<TensorMap, String> {
+    if k_contiguous {
+        encode_raw(
+            op.dtype,
+            addr,
+            k,
+            mn,
+            op.ld,
+            batch,
+            op.batch_stride,
+            [BK, tile_mn],
+        )
+    } else {
+        let boxes = [SWIZZLE_ELEMS, BK];
+        encode_raw(op.dtype, addr, mn, k, op.ld, batch, op.batch_stride, boxes)
+    }
+}
+
+fn index(dtype: DType, layouts: (Layout, Layout), bn: u32) -> (usize, usize, usize) {
+    (
+        DTYPES.iter().position(|&x| x == dtype).unwrap(),
+        LAYOUTS.iter().position(|&x| x == layouts).unwrap(),
+        BN_CHOICES.iter().position(|&x| x == bn).unwrap(),
+    )
+}
+
+/// The 24 Hopper entry points: `[dtype][layout pair][tile width]`.
+pub(crate) struct HopperKernels {
+    functions: [[[sys::CUfunction; 3]; 4]; 2],
+    sms: usize,
+}
+
+impl HopperKernels {
+    /// Looks every entry point up and allows it the dynamic shared memory it needs.
+    pub(crate) fn load(get: &dyn Fn(&str) -> Result<sys::CUfunction>, sms: usize) -> Result<Self> {
+        let mut functions = [[[std::ptr::null_mut(); 3]; 4]; 2];
+        for dtype in DTYPES {
+            for layouts in LAYOUTS {
+                for bn in BN_CHOICES {
+                    let name = entry_name(dtype, layouts, bn);
+                    let f = get(&name)?;
+                    // SAFETY: `f` is a function of a loaded module, the context is current.
+                    unsafe {
+                        result::function::set_function_attribute(
+                            f,
+                            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            SMEM_BYTES as i32,
+                        )
+                    }
+                    .map_err(|e| Error::Driver {
+                        call: "cuFuncSetAttribute",
+                        message: format!("{name}: {e}"),
+                    })?;
+                    let (d, l, n) = index(dtype, layouts, bn);
+                    functions[d][l][n] = f;
+                }
+            }
+        }
+        Ok(HopperKernels {
+            functions,
+            sms: sms.max(1),
+        })
+    }
+
+    /// Launches `g` on the Hopper path. The caller checked `can_implement`.
+    ///
+    /// # Safety
+    /// As for `CudaBackend::gemm`, with the context current on this thread.
+    pub(crate) unsafe fn launch(
+        &self,
+        g: &Gemm,
+        p: &GemmPointers,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let bn = tile_n(g, self.sms);
+        let layouts = (g.a.layout, g.b.layout);
+        let name = || entry_name(g.a.dtype, layouts, bn);
+        let map_err = |message: String| Error::Launch {
+            kernel: name(),
+            message,
+        };
+        // A is (M, K): K-contiguous when row-major; B is (K, N), seen as (N, K): K-contiguous
+        // when column-major.
+        let a_k = g.a.layout == Layout::RowMajor;
+        let b_k = g.b.layout == Layout::ColMajor;
+        let map_a = operand_map(&g.a, a_k, p.a as usize, g.m, g.k, g.batch, BM).map_err(map_err)?;
+        let map_b = operand_map(&g.b, b_k, p.b as usize, g.n, g.k, g.batch, bn).map_err(map_err)?;
+        let mut params = HopperParams {
+            map_a,
+            map_b,
+            gemm: gemm_params(g, p, BM, bn),
+        };
+        let tiles = params.gemm.tiles_m * params.gemm.tiles_n * params.gemm.batch;
+        let grid = tiles.min(self.sms as u64) as u32;
+        let (d, l, n) = index(g.a.dtype, layouts, bn);
+        let mut args = [&mut params as *mut HopperParams as *mut std::ffi::c_void];
+        // SAFETY: the function takes exactly one HopperParams by value (shared definition);
+        // block size and shared memory are the ones it is built for (limit raised at load);
+        // the maps describe the caller's buffers, valid for the work on `stream`.
+        unsafe {
+            result::launch_kernel(
+                self.functions[d][l][n],
+                (grid, 1, 1),
+                (THREADS, 1, 1),
+                SMEM_BYTES,
+                stream,
+                &mut args,
+            )
+        }
+        .map_err(|e| Error::Launch {
+            kernel: name(),
+            message: e.to_string(),
+        })
+    }
+}

@@ -1,0 +1,72 @@
+//! The bulk tensor copy engine (TMA, sm_90): tiles of a tensor described by a tensor map
+//! (built on the host by `cuTensorMapEncodeTiled`) copied into shared memory, completing on
+//! an mbarrier, and the proxy fence between generic and async accesses.
+
+use core::arch::asm;
+
+/// `cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`: copies
+/// the box at coordinates (`c0`, `c1`, `c2`) (innermost first) of the tensor map at generic
+/// address `map` to shared `dst`; elements outside the tensor are written as zeros. The box's
+/// bytes complete as transactions on the barrier `bar`.
+///
+/// # Safety
+/// `map` is the generic address of a valid tensor map (kernel parameter or global memory);
+/// `dst` is a shared address aligned as the map's swizzle needs (1024 bytes for 128B), with
+/// room for the box; `bar` is an initialised barrier expecting these bytes.
+#[inline(always)]
+pub unsafe fn cp_async_bulk_tensor_3d(dst: u32, map: u64, c0: i32, c1: i32, c2: i32, bar: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{d}], [{m}, {{{c0}, {c1}, {c2}}}], [{b}];",
+            d = in(reg32) dst,
+            m = in(reg64) map,
+            c0 = in(reg32) c0,
+            c1 = in(reg32) c1,
+            c2 = in(reg32) c2,
+            b = in(reg32) bar,
+            options(nostack)
+        )
+    };
+}
+
+/// `fence.proxy.async.shared::cta`: orders this thread's generic-proxy shared-memory accesses
+/// with later async-proxy ones (copy engine, wgmma).
+#[inline(always)]
+pub fn fence_proxy_async_shared_cta() {
+    // SAFETY: no operands.
+    unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) };
+}
+
+/// `prefetch.tensormap`: brings the tensor map at generic address `map` into the cache.
+///
+/// # Safety
+/// `map` is the generic address of a tensor map.
+#[inline(always)]
+pub unsafe fn prefetch_tensormap(map: u64) {
+    // SAFETY: forwarded contract.
+    unsafe { asm!("prefetch.tensormap [{m}];", m = in(reg64) map, options(nostack)) };
+}
+
+/// `mov.u64` + `cvta.param.u64`: the generic address of byte `offset` of the calling
+/// kernel's first parameter (`<entry>_param_0`), e.g. a tensor map passed by value. `$entry`
+/// must be the name of the kernel the expansion is inlined into.
+#[macro_export]
+macro_rules! kernel_param_generic_address {
+    ($entry:ident, $offset:expr) => {{
+        let addr: u64;
+        // SAFETY: reads the address of the kernel's own parameter; touches no memory.
+        unsafe {
+            core::arch::asm!(
+                concat!(
+                    "mov.u64 {a}, ",
+                    stringify!($entry),
+                    "_param_0;\n\tcvta.param.u64 {a}, {a};"
+                ),
+                a = out(reg64) addr,
+                options(pure, nomem, nostack)
+            )
+        };
+        addr + $offset
+    }};
+}

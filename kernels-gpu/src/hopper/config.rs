@@ -1,0 +1,81 @@
+//! Tile shape of the Hopper tensor-core kernels (wgmma + TMA path). Plain constants and const
+//! functions: the host includes this file too (`host/src/cuda/kernel_abi.rs`), so launch
+//! sizes cannot drift.
+
+/// Output rows per block tile: two consumer warpgroups of 64 rows each.
+pub const BM: u32 = 128;
+/// The block tile widths (output columns) the kernels are instantiated for; the host picks
+/// one by M, N and the SM count. Each is the N of the one `wgmma.m64nNk16` per k16 step.
+pub const BN_CHOICES: [u32; 3] = [256, 128, 64];
+/// K per pipeline stage: 64 16-bit elements = 128 bytes, one 128B-swizzle row.
+pub const BK: u32 = 64;
+/// K of one `wgmma.m64nNk16`: the step of the reduction (the contract's unit, as mma.sync's).
+pub const MMA_K: u32 = 16;
+/// Rows of one consumer warpgroup's part of the tile (the M of one wgmma).
+pub const WG_M: u32 = 64;
+/// Consumer warpgroups (each owns WG_M rows of the tile); warpgroup 0 is the producer.
+pub const CONSUMERS: u32 = BM / WG_M;
+/// Threads per block: the producer warpgroup and the consumers.
+pub const THREADS: u32 = 128 * (1 + CONSUMERS);
+/// Registers per thread after `setmaxnreg`: the producer gives back, the consumers take
+/// (128 × 40 + 256 × 232 ≤ 65,536).
+pub const PRODUCER_REGS: u32 = 40;
+pub const CONSUMER_REGS: u32 = 232;
+/// Width (elements) of one 128B-swizzle atom: a TMA box of an MN-major operand is this
+/// wide, and each box is (BK, SWIZZLE_ELEMS) = 8 KiB.
+pub const SWIZZLE_ELEMS: u32 = 64;
+/// Bytes of one (BK, 64) box / one 64-row piece of a K-major tile.
+pub const BOX_BYTES: u32 = BK * SWIZZLE_ELEMS * 2;
+/// Bytes of the A tile of one stage: (BM, BK).
+pub const A_BYTES: u32 = BM * BK * 2;
+/// Shared memory for the stages (the same for every BN: the stage count scales with it).
+pub const STAGE_AREA: u32 = 192 * 1024;
+/// Bytes for the barriers: a full and an empty barrier per stage, at most 8 stages.
+pub const BARRIER_BYTES: u32 = 2 * 8 * 8;
+/// Dynamic shared memory a block needs: the stages, the barriers, and slack to align the
+/// stages to 1024 bytes (128B swizzle).
+pub const SMEM_BYTES: u32 = 1024 + STAGE_AREA + BARRIER_BYTES;
+
+/// Bytes of the B tile of one stage: (BN, BK).
+pub const fn b_bytes(bn: u32) -> u32 {
+    bn * BK * 2
+}
+
+/// Bytes of one stage: the A tile then the B tile.
+pub const fn stage_bytes(bn: u32) -> u32 {
+    A_BYTES + b_bytes(bn)
+}
+
+/// Pipeline depth for tile width `bn`: as many stages as fit, at most 8.
+pub const fn stages(bn: u32) -> u32 {
+    let s = STAGE_AREA / stage_bytes(bn);
+    if s > 8 {
+        8
+    } else {
+        s
+    }
+}
+
+const _: () = {
+    assert!(BK * 2 == 128, "a stage's K is one 128-byte swizzle row");
+    assert!(BK % MMA_K == 0, "a stage holds whole MMA steps");
+    assert!(BM == CONSUMERS * WG_M, "consumers split the tile's rows");
+    assert!(
+        PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * CONSUMERS <= 65536,
+        "setmaxnreg budget"
+    );
+    let mut i = 0;
+    while i < BN_CHOICES.len() {
+        let bn = BN_CHOICES[i];
+        assert!(
+            bn % SWIZZLE_ELEMS == 0 && bn <= 256,
+            "B tiles are whole boxes and one wgmma wide"
+        );
+        assert!(
+            stages(bn) >= 2,
+            "the pipeline needs at least double buffering"
+        );
+        assert!(stages(bn) * stage_bytes(bn) <= STAGE_AREA);
+        i += 1;
+    }
+};

@@ -1,0 +1,259 @@
+//! The TMA → shared memory → wgmma pipeline: the only code of the Hopper path that decides
+//! the reduction order (see the module docs of `hopper`).
+//!
+//! Shared memory holds `stages(BN)` stages, each the (BM, BK) A tile then the (BN, BK) B
+//! tile, 128B-swizzled as the copy engine writes them. A K-contiguous operand is one box of
+//! (rows, 64 k): row r at byte 128 r. An M- (N-) contiguous operand is boxes of (64 k rows,
+//! 64 mn): box i (mn 64i..64i+63) at byte `i · BOX_BYTES`, k row r at 128 r inside it.
+//! Stage s has a `full` barrier (one arrival by the producer plus the stage's bytes) and an
+//! `empty` barrier (one arrival per consumer warp when its wgmmas have read the stage).
+
+use super::config::{
+    stage_bytes, stages, A_BYTES, BK, BM, BOX_BYTES, CONSUMERS, MMA_K, STAGE_AREA, SWIZZLE_ELEMS,
+};
+use super::scheduler::{tile_coords, tile_count, Tile};
+use crate::arch::mbarrier::{
+    fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
+    mbarrier_try_wait_parity,
+};
+use crate::arch::tma::cp_async_bulk_tensor_3d;
+use crate::arch::wgmma::{wgmma_commit_group, wgmma_fence, wgmma_fence_operands, wgmma_wait_group};
+use crate::element::WgmmaElement;
+use crate::params::GemmParams;
+
+/// The stages and barriers of one block, for tile width `BN`.
+pub struct Stages<const BN: u32> {
+    /// 1024-byte aligned shared address of stage 0.
+    base: u32,
+}
+
+impl<const BN: u32> Stages<BN> {
+    const COUNT: u32 = stages(BN);
+
+    #[inline(always)]
+    pub fn new(base: u32) -> Self {
+        Stages { base }
+    }
+    #[inline(always)]
+    fn a(&self, s: u32) -> u32 {
+        self.base + s * stage_bytes(BN)
+    }
+    #[inline(always)]
+    fn b(&self, s: u32) -> u32 {
+        self.a(s) + A_BYTES
+    }
+    #[inline(always)]
+    fn full(&self, s: u32) -> u32 {
+        self.base + STAGE_AREA + 8 * s
+    }
+    #[inline(always)]
+    fn empty(&self, s: u32) -> u32 {
+        self.base + STAGE_AREA + 64 + 8 * s
+    }
+
+    /// Initialises every barrier. One thread calls it, before a block-wide barrier.
+    ///
+    /// # Safety
+    /// The barriers lie inside the block's shared memory (`config::SMEM_BYTES`).
+    #[inline(always)]
+    pub unsafe fn init(&self) {
+        for s in 0..Self::COUNT {
+            // SAFETY: forwarded contract; nothing else touches the barriers yet.
+            unsafe {
+                mbarrier_init(self.full(s), 1);
+                mbarrier_init(self.empty(s), CONSUMERS * 4);
+            }
+        }
+        fence_mbarrier_init();
+    }
+
+    /// Waits for the phase of parity `parity` of barrier `bar`.
+    #[inline(always)]
+    unsafe fn wait(bar: u32, parity: u32) {
+        // SAFETY: forwarded contract (an initialised barrier).
+        while !unsafe { mbarrier_try_wait_parity(bar, parity) } {}
+    }
+}
+
+/// K tiles of BK: the producer and the consumers walk the same ones.
+#[inline(always)]
+fn k_tiles(p: &GemmParams) -> u32 {
+    p.k.div_ceil(BK as u64) as u32
+}
+
+/// The batch coordinate of an operand in its tensor map: 0 when the operand is shared by
+/// every batch entry (stride 0; the map's batch extent is then 1).
+#[inline(always)]
+fn batch_coord(stride: u64, batch: u64) -> i32 {
+    if stride == 0 {
+        0
+    } else {
+        batch as i32
+    }
+}
+
+/// The producer: one thread issuing every TMA copy of every tile this block owns, in the
+/// same order the consumers read them.
+///
+/// # Safety
+/// One thread of the block; `map_a` and `map_b` are the tensor maps the host built for the
+/// operands' layouts (box (64, BM) / (64, BN) K-contiguous, (64, 64) otherwise); the
+/// barriers are initialised.
+#[inline(always)]
+pub unsafe fn produce<const A_K: bool, const B_K: bool, const BN: u32>(
+    p: &GemmParams,
+    st: &Stages<BN>,
+    map_a: u64,
+    map_b: u64,
+    first_tile: u64,
+    tile_step: u64,
+) {
+    let kt_count = k_tiles(p);
+    let mut it = 0u32;
+    let mut tile = first_tile;
+    while tile < tile_count(p) {
+        let t: Tile = tile_coords::<BN>(p, tile);
+        let (ba, bb) = (
+            batch_coord(p.batch_stride_a, t.batch),
+            batch_coord(p.batch_stride_b, t.batch),
+        );
+        let (m0, n0) = (t.m0 as i32, t.n0 as i32);
+        for kt in 0..kt_count {
+            let s = it % Stages::<BN>::COUNT;
+            let parity = (it / Stages::<BN>::COUNT) & 1;
+            let full = st.full(s);
+            let k0 = (kt * BK) as i32;
+            // SAFETY (all): initialised barriers; stage s lies in shared memory and is free
+            // once its `empty` phase completed; the maps are valid (forwarded contract).
+            unsafe {
+                Stages::<BN>::wait(st.empty(s), parity ^ 1);
+                mbarrier_arrive_expect_tx(full, stage_bytes(BN));
+                if A_K {
+                    cp_async_bulk_tensor_3d(st.a(s), map_a, k0, m0, ba, full);
+                } else {
+                    for i in 0..BM / SWIZZLE_ELEMS {
+                        let m = m0 + (i * SWIZZLE_ELEMS) as i32;
+                        cp_async_bulk_tensor_3d(st.a(s) + i * BOX_BYTES, map_a, m, k0, ba, full);
+                    }
+                }
+                if B_K {
+                    cp_async_bulk_tensor_3d(st.b(s), map_b, k0, n0, bb, full);
+                } else {
+                    for i in 0..BN / SWIZZLE_ELEMS {
+                        let n = n0 + (i * SWIZZLE_ELEMS) as i32;
+                        cp_async_bulk_tensor_3d(st.b(s) + i * BOX_BYTES, map_b, n, k0, bb, full);
+                    }
+                }
+            }
+            it += 1;
+        }
+        tile += tile_step;
+    }
+}
+
+/// A shared-memory matrix descriptor for a 128B-swizzled operand at `addr`: leading byte
+/// offset `lbo` (between 64-wide MN groups of an MN-major operand; unused by K-major ones),
+/// stride byte offset `sbo` (between groups of 8 rows: 1024 bytes).
+#[inline(always)]
+fn descriptor(addr: u32, lbo: u32, sbo: u32) -> u64 {
+    ((addr as u64 & 0x3FFFF) >> 4)
+        | (((lbo >> 4) as u64) << 16)
+        | (((sbo >> 4) as u64) << 32)
+        | (1u64 << 62)
+}
+
+/// The descriptor of the (rows from `mn0`, k16 step `step`) piece of a staged operand tile
+/// at `tile`. K-contiguous: rows of 128 bytes, a step is 32 bytes along the row (the swizzle
+/// is a function of the address, so the hardware finds the step's elements). MN-contiguous:
+/// a step is 16 k rows of 128 bytes further on, and `mn0` a multiple of 64 picks a box.
+#[inline(always)]
+fn operand_descriptor<const K_CONTIGUOUS: bool>(tile: u32, mn0: u32, step: u32) -> u64 {
+    if K_CONTIGUOUS {
+        descriptor(tile + mn0 * 128 + step * MMA_K * 2, 16, 1024)
+    } else {
+        let addr = tile + (mn0 / SWIZZLE_ELEMS) * BOX_BYTES + step * MMA_K * 128;
+        descriptor(addr, BOX_BYTES, 1024)
+    }
+}
+
+/// One k16 step of one consumer warpgroup: `acc += A[64 rows, 16 k] · B[16 k, BN]`.
+#[inline(always)]
+unsafe fn mma_step<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: u32>(
+    acc: &mut [f32; 128],
+    a: u64,
+    b: u64,
+) {
+    // SAFETY (all arms): forwarded contract. The transpose immediates follow the layouts.
+    unsafe {
+        match (A_K, B_K) {
+            (true, true) => E::wgmma::<0, 0, BN>(acc, a, b),
+            (true, false) => E::wgmma::<0, 1, BN>(acc, a, b),
+            (false, true) => E::wgmma::<1, 0, BN>(acc, a, b),
+            (false, false) => E::wgmma::<1, 1, BN>(acc, a, b),
+        }
+    }
+}
+
+/// One consumer warpgroup's accumulators for tile `t` over the whole of K: ascending K
+/// tiles, ascending k16 steps inside each, all into the same registers; steps wholly past K
+/// are skipped (the contract pads K only to a multiple of MMA_K). `it` counts the stages
+/// this block consumed so far (shared with the producer's count).
+///
+/// # Safety
+/// Every thread of consumer warpgroup `wg` calls it together, with the same `it`.
+#[inline(always)]
+pub unsafe fn consume<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: u32>(
+    p: &GemmParams,
+    st: &Stages<BN>,
+    wg: u32,
+    tid: u32,
+    it: &mut u32,
+) -> [f32; 128] {
+    // Every accumulator starts at +0.0 (all bits zero). Not `[0.0; 128]`: rustc lowers that
+    // repeat to a store loop with a run-time index, which keeps the array in local memory.
+    // SAFETY: all-zero bits are +0.0 for every element.
+    let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
+    let kt_count = k_tiles(p);
+    let mut prev = 0u32;
+    for kt in 0..kt_count {
+        let s = *it % Stages::<BN>::COUNT;
+        let parity = (*it / Stages::<BN>::COUNT) & 1;
+        // SAFETY: initialised barrier.
+        unsafe { Stages::<BN>::wait(st.full(s), parity) };
+        let left = p.k - kt as u64 * BK as u64;
+        let steps = if left >= BK as u64 {
+            BK / MMA_K
+        } else {
+            (left as u32).div_ceil(MMA_K)
+        };
+        wgmma_fence_operands(&mut acc);
+        wgmma_fence();
+        for step in 0..BK / MMA_K {
+            if step < steps {
+                let a = operand_descriptor::<A_K>(st.a(s), wg * 64, step);
+                let b = operand_descriptor::<B_K>(st.b(s), 0, step);
+                // The one operation of the chain: k ascends with kt, then step.
+                // SAFETY: stage s has landed (full barrier) and is not overwritten before
+                // this warpgroup's arrival on its empty barrier, after the group completes.
+                unsafe { mma_step::<E, A_K, B_K, BN>(&mut acc, a, b) };
+            }
+        }
+        wgmma_commit_group();
+        wgmma_wait_group::<1>();
+        wgmma_fence_operands(&mut acc);
+        // The previous stage's group has completed: its shared memory may be refilled.
+        if kt > 0 && tid % 32 == 0 {
+            // SAFETY: initialised barrier.
+            unsafe { mbarrier_arrive(st.empty(prev)) };
+        }
+        prev = s;
+        *it += 1;
+    }
+    wgmma_wait_group::<0>();
+    wgmma_fence_operands(&mut acc);
+    if kt_count > 0 && tid % 32 == 0 {
+        // SAFETY: initialised barrier.
+        unsafe { mbarrier_arrive(st.empty(prev)) };
+    }
+    acc
+}

@@ -1,0 +1,83 @@
+//! The tensor-core tier on Hopper (sm_90a): `wgmma` fed by the bulk tensor copy engine
+//! (contract C4, the same as `crate::tensor`'s).
+//!
+//! **The reduction order** is the mma.sync path's: every output element `C[i, j]` is one f32
+//! accumulator that starts at +0.0; K is consumed in ascending steps of 16, step `s` being
+//! one `wgmma.mma_async.m64nNk16.f32.bf16.bf16` (`.f16`) that adds the 16 products
+//! `A[i, 16s + t] · B[16s + t, j]`, t = 0..16, to that accumulator (`scale-d` = 1, never a
+//! fresh start); elements with k ≥ K are zeros (the copy engine fills boxes outside the
+//! tensor with zeros) and no step lies wholly past K. Then the shared epilogue
+//! (`crate::finish`). Whether one wgmma step gives the same bits as one mma.sync step is
+//! measured on the H200 by `tests/gpu_tensor_cores.rs::
+//! the_mma_sync_and_wgmma_paths_give_the_same_bits`; the dispatcher mixes the two paths
+//! only because that test finds them identical.
+//!
+//! Only [`mainloop`] decides the order, and it depends on nothing but K: no split-K, the
+//! tile width N of the wgmma (64, 128 or 256), the persistent grid and the tile order are
+//! all free to vary with M, N and the GPU without changing a bit.
+//!
+//! Shape: a (128, BN) block tile, K staged 64 at a time through `stages(BN)` stages (4, 6
+//! or 8); warpgroup 0 is the producer (one thread issues the copies, registers given back
+//! with `setmaxnreg`), warpgroups 1 and 2 are consumers, each owning 64 rows of the tile as
+//! one m64nBNk16 accumulator. Blocks are persistent: block b computes tiles b, b + grid, ….
+
+pub mod config;
+pub mod epilogue;
+pub mod mainloop;
+pub mod scheduler;
+
+use crate::arch::shared::dyn_smem_base;
+use crate::arch::sync::{bar_sync, setmaxnreg_dec, setmaxnreg_inc};
+use crate::arch::tma::prefetch_tensormap;
+use crate::element::WgmmaElement;
+use crate::params::GemmParams;
+use config::{CONSUMER_REGS, PRODUCER_REGS};
+use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
+use mainloop::Stages;
+
+/// The whole kernel (A is contiguous along K when row-major, B when column-major).
+///
+/// # Safety
+/// `p` describes buffers valid for the spans the host validated; `map_a` and `map_b` are
+/// generic addresses of tensor maps built for them (`host/src/cuda/hopper.rs`); the block
+/// has `config::THREADS` threads and `config::SMEM_BYTES` of dynamic shared memory.
+#[inline(always)]
+pub unsafe fn gemm<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: u32>(
+    p: &GemmParams,
+    map_a: u64,
+    map_b: u64,
+) {
+    let tid = _thread_idx_x() as u32;
+    let wg = tid / 128;
+    let st = Stages::<BN>::new((dyn_smem_base() + 1023) & !1023);
+    if tid == 0 {
+        // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
+        unsafe { st.init() };
+    }
+    bar_sync();
+    let (first, step) = (_block_idx_x() as u64, _grid_dim_x() as u64);
+    if wg == 0 {
+        setmaxnreg_dec::<PRODUCER_REGS>();
+        if tid == 0 {
+            // SAFETY: forwarded contract.
+            unsafe {
+                prefetch_tensormap(map_a);
+                prefetch_tensormap(map_b);
+                mainloop::produce::<A_K, B_K, BN>(p, &st, map_a, map_b, first, step);
+            }
+        }
+    } else {
+        setmaxnreg_inc::<CONSUMER_REGS>();
+        let mut it = 0u32;
+        let mut tile = first;
+        while tile < scheduler::tile_count(p) {
+            let t = scheduler::tile_coords::<BN>(p, tile);
+            // SAFETY: forwarded contract; the whole warpgroup runs this together.
+            let acc =
+                unsafe { mainloop::consume::<E, A_K, B_K, BN>(p, &st, wg - 1, tid % 128, &mut it) };
+            // SAFETY: forwarded contract.
+            unsafe { epilogue::store::<BN>(p, &t, wg - 1, tid % 128, &acc) };
+            tile += step;
+        }
+    }
+}

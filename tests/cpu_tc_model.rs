@@ -1,0 +1,388 @@
+//! The tensor-core tier on the CPU backend, through the public API (contract C4): the CPU
+//! computes the bits of the sm_90 tensor cores from the step model of
+//! `tests/data/tc-h200/README.md`.
+//!
+//! - Every output recorded on an H200 (12 files, 16,384 outputs each, both kernels'
+//!   columns) is reproduced bit for bit by `Engine::gemm_host` with `Tier::TensorCores` on
+//!   `Device::Cpu`, in every output mode and for every operand layout.
+//! - The tier's order through the API: a K tail is padded with zeros (K = 37 gives the bits
+//!   of K = 48 with zero columns), rows do not depend on M, columns not on N.
+//!
+//! The golden files are kept in the repository (`tests/data/tc-h200/`, copied from
+//! `../shared/data/tc-h200/`, about 2 MiB) so that a clean clone runs these tests.
+
+use sgemm_bi::{
+    bf16, f16, DType, Device, Engine, Error, Gemm, HostSlice, HostSliceMut, Layout, Operand,
+    Output, OutputMode, Tier,
+};
+
+const CANONICAL_NAN_F32: u32 = 0x7FFF_FFFF;
+
+fn cpu() -> Engine {
+    Engine::new(Device::Cpu).expect("the CPU engine always exists")
+}
+
+/// One golden file: A [64][64], Bt [256][64] (bf16 or f16 bits), and C [64][256] from
+/// mma.sync and from wgmma (f32 bits).
+struct Golden {
+    name: String,
+    dtype: DType,
+    a: Vec<u16>,
+    bt: Vec<u16>,
+    c: [Vec<u32>; 2],
+}
+
+fn golden_files() -> Vec<Golden> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tc-h200");
+    let mut files = Vec::new();
+    for dtype in [DType::BF16, DType::F16] {
+        for dist in 0..6 {
+            let name = format!("tc_{dtype}_dist{dist}.bin");
+            let bytes = std::fs::read(dir.join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(bytes.len(), 172_032, "{name}: 8 + 32 + 64 + 64 KiB");
+            let u16s = |r: std::ops::Range<usize>| -> Vec<u16> {
+                bytes[r]
+                    .chunks_exact(2)
+                    .map(|x| u16::from_le_bytes([x[0], x[1]]))
+                    .collect()
+            };
+            let u32s = |r: std::ops::Range<usize>| -> Vec<u32> {
+                bytes[r]
+                    .chunks_exact(4)
+                    .map(|x| u32::from_le_bytes(x.try_into().unwrap()))
+                    .collect()
+            };
+            files.push(Golden {
+                name,
+                dtype,
+                a: u16s(0..8192),
+                bt: u16s(8192..40960),
+                c: [u32s(40960..106496), u32s(106496..172032)],
+            });
+        }
+    }
+    assert_eq!(files.len(), 12);
+    files
+}
+
+/// A vector of 16-bit bit patterns as a host slice of `dtype`.
+enum Bits16 {
+    BF16(Vec<bf16>),
+    F16(Vec<f16>),
+}
+
+impl Bits16 {
+    fn new(dtype: DType, bits: &[u16]) -> Bits16 {
+        match dtype {
+            DType::BF16 => Bits16::BF16(bits.iter().map(|&b| bf16::from_bits(b)).collect()),
+            DType::F16 => Bits16::F16(bits.iter().map(|&b| f16::from_bits(b)).collect()),
+            DType::F32 => unreachable!("the tier takes 16-bit inputs"),
+        }
+    }
+    fn slice(&self) -> HostSlice<'_> {
+        match self {
+            Bits16::BF16(v) => v.into(),
+            Bits16::F16(v) => v.into(),
+        }
+    }
+    fn slice_mut(&mut self) -> HostSliceMut<'_> {
+        match self {
+            Bits16::BF16(v) => v.into(),
+            Bits16::F16(v) => v.into(),
+        }
+    }
+    fn bits(&self) -> Vec<u16> {
+        match self {
+            Bits16::BF16(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Bits16::F16(v) => v.iter().map(|x| x.to_bits()).collect(),
+        }
+    }
+}
+
+/// `C[64×256] = A · Bᵀ` of a golden file on the tier, with A and B in the given layouts.
+fn golden_gemm(g: &Golden, la: Layout, lb: Layout, mode: OutputMode) -> Gemm {
+    let a = match la {
+        Layout::RowMajor => Operand::row_major(g.dtype, 64),
+        Layout::ColMajor => Operand::col_major(g.dtype, 64),
+    };
+    let b = match lb {
+        Layout::RowMajor => Operand::row_major(g.dtype, 256),
+        Layout::ColMajor => Operand::col_major(g.dtype, 64),
+    };
+    Gemm {
+        a,
+        b,
+        c: Output {
+            mode,
+            ldc: 256,
+            batch_stride: 0,
+        },
+        tier: Tier::TensorCores,
+        ..Gemm::dense(64, 256, 64, g.dtype)
+    }
+}
+
+/// A (row-major [64][64]) and B (= Btᵀ, [64][256]) stored in the given layouts.
+fn golden_operands(g: &Golden, la: Layout, lb: Layout) -> (Bits16, Bits16) {
+    let a: Vec<u16> = match la {
+        Layout::RowMajor => g.a.clone(),
+        Layout::ColMajor => (0..64 * 64).map(|x| g.a[(x % 64) * 64 + x / 64]).collect(),
+    };
+    // Bt row j is column j of B: B column-major with ld 64 is Bt as it is.
+    let b: Vec<u16> = match lb {
+        Layout::ColMajor => g.bt.clone(),
+        Layout::RowMajor => (0..64 * 256)
+            .map(|x| g.bt[(x % 256) * 64 + x / 256])
+            .collect(),
+    };
+    (Bits16::new(g.dtype, &a), Bits16::new(g.dtype, &b))
+}
+
+/// Overwrite(F32) gives the recorded accumulators themselves (no bias; NaN would be
+/// canonicalised, and none is recorded); AccumulateF32 into zeros gives +0.0 + them, the
+/// same bits (no −0.0 is recorded). Both kernels' columns, every file, A row-major and
+/// B = Btᵀ (column-major, ld 64), as recorded.
+#[test]
+fn every_h200_golden_output_is_reproduced_through_the_api() {
+    let engine = cpu();
+    assert!(engine.supports(Tier::TensorCores));
+    let mut matched = 0usize;
+    for g in golden_files() {
+        let (a, b) = golden_operands(&g, Layout::RowMajor, Layout::ColMajor);
+        for mode in [OutputMode::Overwrite(DType::F32), OutputMode::AccumulateF32] {
+            let desc = golden_gemm(&g, Layout::RowMajor, Layout::ColMajor, mode);
+            let mut c = vec![0.0f32; 64 * 256];
+            engine
+                .gemm_host(&desc, a.slice(), b.slice(), None, (&mut c).into())
+                .unwrap_or_else(|e| panic!("{}: {e}", g.name));
+            for (kernel, want) in ["mma.sync", "wgmma"].iter().zip(&g.c) {
+                for (idx, (got, &w)) in c.iter().zip(want).enumerate() {
+                    assert_ne!(w, 0x8000_0000, "the files record no -0.0");
+                    let w = if f32::from_bits(w).is_nan() {
+                        CANONICAL_NAN_F32
+                    } else {
+                        w
+                    };
+                    assert_eq!(
+                        got.to_bits(),
+                        w,
+                        "{} {mode:?}: C[{}][{}] against {kernel}",
+                        g.name,
+                        idx / 256,
+                        idx % 256
+                    );
+                }
+                if mode == OutputMode::Overwrite(DType::F32) {
+                    matched += want.len();
+                }
+            }
+        }
+    }
+    assert_eq!(matched, 2 * 196_608, "196,608 outputs per kernel");
+    println!("{matched} golden outputs matched (196,608 per kernel, mma.sync and wgmma)");
+}
+
+/// The layout of A and B does not change a bit, and a 16-bit output is the golden f32
+/// rounded once to nearest-even.
+#[test]
+fn golden_outputs_do_not_depend_on_layouts_and_round_once_to_16_bits() {
+    let engine = cpu();
+    for g in golden_files() {
+        for la in [Layout::RowMajor, Layout::ColMajor] {
+            for lb in [Layout::RowMajor, Layout::ColMajor] {
+                let (a, b) = golden_operands(&g, la, lb);
+                let desc = golden_gemm(&g, la, lb, OutputMode::Overwrite(DType::F32));
+                let mut c = vec![0.0f32; 64 * 256];
+                engine
+                    .gemm_host(&desc, a.slice(), b.slice(), None, (&mut c).into())
+                    .unwrap();
+                let bits: Vec<u32> = c.iter().map(|x| x.to_bits()).collect();
+                assert!(bits == g.c[0], "{} A {la:?} B {lb:?}", g.name);
+            }
+        }
+        let (a, b) = golden_operands(&g, Layout::RowMajor, Layout::ColMajor);
+        for out in [DType::BF16, DType::F16] {
+            let desc = golden_gemm(
+                &g,
+                Layout::RowMajor,
+                Layout::ColMajor,
+                OutputMode::Overwrite(out),
+            );
+            let mut c = Bits16::new(out, &vec![0u16; 64 * 256]);
+            engine
+                .gemm_host(&desc, a.slice(), b.slice(), None, c.slice_mut())
+                .unwrap();
+            let want: Vec<u16> = g.c[0]
+                .iter()
+                .map(|&w| {
+                    let v = f32::from_bits(w);
+                    match out {
+                        DType::BF16 => bf16::from_f32(v).to_bits(),
+                        _ => f16::from_f32(v).to_bits(),
+                    }
+                })
+                .collect();
+            assert!(c.bits() == want, "{} to {out}", g.name);
+        }
+    }
+}
+
+/// f32 inputs are rejected for the tier on the CPU as on a GPU: it takes bf16 or f16.
+#[test]
+fn the_tier_takes_16_bit_inputs_only() {
+    let engine = cpu();
+    let g = Gemm {
+        tier: Tier::TensorCores,
+        ..Gemm::dense(2, 2, 2, DType::F32)
+    };
+    let (a, b, mut c) = (vec![1.0f32; 4], vec![1.0f32; 4], vec![0.0f32; 4]);
+    let err = engine
+        .gemm_host(&g, (&a).into(), (&b).into(), None, (&mut c).into())
+        .unwrap_err();
+    assert!(matches!(err, Error::UnsupportedDtype(_)), "{err:?}");
+}
+
+/// splitmix64: seeded data.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A value in ±[2^−8, 2^8) with a random mantissa, as bits of `dtype`.
+    fn value(&mut self, dtype: DType) -> u16 {
+        let r = self.next();
+        let v = f32::from_bits((r as u32 & 0x807F_FFFF) | (119 + (r >> 40) as u32 % 16) << 23);
+        match dtype {
+            DType::BF16 => bf16::from_f32(v).to_bits(),
+            _ => f16::from_f32(v).to_bits(),
+        }
+    }
+}
+
+/// Runs a dense row-major `C[M,N] = A[M,K] · B[K,N]` (f32 output) on the tier.
+fn run_dense(
+    engine: &Engine,
+    dtype: DType,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[u16],
+    b: &[u16],
+) -> Vec<u32> {
+    let g = Gemm {
+        c: Output {
+            mode: OutputMode::Overwrite(DType::F32),
+            ldc: n,
+            batch_stride: 0,
+        },
+        tier: Tier::TensorCores,
+        ..Gemm::dense(m, n, k, dtype)
+    };
+    let mut c = vec![f32::from_bits(0x7FA5_5A5A); m * n];
+    engine
+        .gemm_host(
+            &g,
+            Bits16::new(dtype, a).slice(),
+            Bits16::new(dtype, b).slice(),
+            None,
+            (&mut c).into(),
+        )
+        .unwrap();
+    c.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The K tail is padded with zeros to a multiple of 16: K = 37 gives the bits of K = 48
+/// with A's extra columns and B's extra rows zero; long K (700 steps) too.
+#[test]
+fn the_k_tail_is_zero_padded() {
+    let engine = cpu();
+    let mut rng = Rng(0x7c_4001);
+    for dtype in [DType::BF16, DType::F16] {
+        for (m, n, k) in [
+            (5usize, 40usize, 37usize),
+            (3, 33, 1),
+            (2, 70, 16 * 700 - 3),
+        ] {
+            let kp = k.next_multiple_of(16);
+            let a: Vec<u16> = (0..m * k).map(|_| rng.value(dtype)).collect();
+            let b: Vec<u16> = (0..k * n).map(|_| rng.value(dtype)).collect();
+            let mut ap = vec![0u16; m * kp];
+            for i in 0..m {
+                ap[i * kp..i * kp + k].copy_from_slice(&a[i * k..(i + 1) * k]);
+            }
+            let mut bp = b.clone();
+            bp.resize(kp * n, 0);
+            assert_eq!(
+                run_dense(&engine, dtype, m, n, k, &a, &b),
+                run_dense(&engine, dtype, m, n, kp, &ap, &bp),
+                "{dtype} {m}×{n}×{k}"
+            );
+        }
+    }
+}
+
+/// Rows of small-M calls are the rows of a big call, and columns of narrow calls the
+/// columns of a wide one (C2 on the CPU's tensor-core tier).
+#[test]
+fn rows_and_columns_do_not_depend_on_m_and_n() {
+    let engine = cpu();
+    let mut rng = Rng(0x7c_4002);
+    for dtype in [DType::BF16, DType::F16] {
+        let (m, n, k) = (300, 200, 517);
+        let a: Vec<u16> = (0..m * k).map(|_| rng.value(dtype)).collect();
+        let b: Vec<u16> = (0..k * n).map(|_| rng.value(dtype)).collect();
+        let big = run_dense(&engine, dtype, m, n, k, &a, &b);
+        for (r0, rows) in [(0, 1), (7, 3), (100, 150), (299, 1)] {
+            let part = run_dense(&engine, dtype, rows, n, k, &a[r0 * k..(r0 + rows) * k], &b);
+            assert_eq!(
+                part,
+                &big[r0 * n..(r0 + rows) * n],
+                "{dtype} rows {r0}..+{rows}"
+            );
+        }
+        for (c0, cols) in [(0, 1), (5, 33), (64, 136)] {
+            let bc: Vec<u16> = (0..k)
+                .flat_map(|kk| b[kk * n + c0..kk * n + c0 + cols].to_vec())
+                .collect();
+            let part = run_dense(&engine, dtype, m, cols, k, &a, &bc);
+            for i in 0..m {
+                assert_eq!(
+                    &part[i * cols..(i + 1) * cols],
+                    &big[i * n + c0..i * n + c0 + cols],
+                    "{dtype} columns {c0}..+{cols}, row {i}"
+                );
+            }
+        }
+    }
+}
+
+/// Not a contract: the model's speed on this machine, for the record
+/// (`cargo test --release --test cpu_tc_model -- --ignored --nocapture speed`).
+#[test]
+#[ignore = "a measurement, not a test"]
+fn speed_at_1024_cubed_is_reported() {
+    let engine = cpu();
+    let mut rng = Rng(0x7c_4003);
+    let s = 1024;
+    for dtype in [DType::BF16, DType::F16] {
+        let a: Vec<u16> = (0..s * s).map(|_| rng.value(dtype)).collect();
+        let b: Vec<u16> = (0..s * s).map(|_| rng.value(dtype)).collect();
+        let mut secs = Vec::new();
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            run_dense(&engine, dtype, s, s, s, &a, &b);
+            secs.push(t.elapsed().as_secs_f64());
+        }
+        secs.sort_by(f64::total_cmp);
+        let gflops = 2.0 * (s * s * s) as f64 / secs[2] / 1e9;
+        println!(
+            "tensor-core model, {dtype} 1024³: {:.1} ms, {gflops:.1} GFLOP/s",
+            secs[2] * 1e3
+        );
+    }
+}
