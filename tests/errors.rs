@@ -277,6 +277,34 @@ fn unsupported_dtypes_are_rejected() {
     still_works(&engine, &mut rng);
 }
 
+#[test]
+fn tensor_cores_are_unavailable_on_the_cpu() {
+    let engine = cpu();
+    let mut rng = Rng::new(205);
+    for dtype in [DType::BF16, DType::F16] {
+        let case = valid(dtype, &mut rng);
+        let g = Gemm {
+            tier: Tier::TensorCores,
+            ..case.g
+        };
+        let err = host_err(&engine, &g, &case);
+        assert!(
+            matches!(
+                err,
+                Error::TierUnavailable {
+                    tier: Tier::TensorCores,
+                    device: Device::Cpu,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_mentions(&err, &["tensor_cores", "cpu"]);
+        assert_eq!(raw(&engine, &g, &case, |_| {}).unwrap_err(), err);
+        still_works(&engine, &mut rng);
+    }
+}
+
 /// One element short for each buffer: the error names the buffer, its length and the span
 /// the call needs (which is the span the layout documentation gives).
 #[test]

@@ -25,6 +25,8 @@ const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
 const LAYOUTS: [Layout; 2] = [Layout::RowMajor, Layout::ColMajor];
 
 fn cpu() -> Engine {
+    // The CPU model is opt-in until it matches the H200 on every input (see engine.rs).
+    std::env::set_var("SGEMM_BI_CPU_TC_MODEL", "1");
     Engine::new(Device::Cpu).expect("the CPU engine always exists")
 }
 

@@ -24,6 +24,9 @@ enum Backend {
 pub struct Engine {
     device: Device,
     backend: Backend,
+    /// `SGEMM_BI_CPU_TC_MODEL=1` at creation: offer the (not yet exact) CPU model of the
+    /// tensor-core tier.
+    cpu_tensor_core_model: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -55,7 +58,12 @@ impl Engine {
                 Backend::Cuda(Box::new(CudaBackend::new(ordinal, kernels, tc_path)?))
             }
         };
-        Ok(Engine { device, backend })
+        let cpu_tensor_core_model = std::env::var("SGEMM_BI_CPU_TC_MODEL").is_ok_and(|v| v == "1");
+        Ok(Engine {
+            device,
+            backend,
+            cpu_tensor_core_model,
+        })
     }
 
     /// The device this engine runs on.
@@ -87,9 +95,18 @@ impl Engine {
 
     fn tier_unavailable(&self, tier: Tier) -> Option<String> {
         match (tier, &self.backend) {
-            // The tensor-core tier on the CPU is the sm_90 model (cpu/tensor_model); its f32
-            // inputs were rejected by validation already.
-            (Tier::Scalar | Tier::TensorCores, Backend::Cpu) => None,
+            (Tier::Scalar, Backend::Cpu) => None,
+            // The tensor-core tier on the CPU is the sm_90 model (cpu/tensor_model). It
+            // reproduces the recorded H200 golden set, but a wider H200 sweep
+            // (tests/gpu_tc_model.rs) still finds outputs where it differs, so it is opt-in
+            // until it is exact: a tier that does not give the tier's bits is not offered.
+            (Tier::TensorCores, Backend::Cpu) if self.cpu_tensor_core_model => None,
+            (Tier::TensorCores, Backend::Cpu) => Some(
+                "the CPU model of the tensor-core tier is not yet exact on every input (set \
+                 SGEMM_BI_CPU_TC_MODEL=1 to use it as a preview); use Tier::Scalar, which \
+                 the CPU and every GPU compute bit for bit"
+                    .into(),
+            ),
             (tier, Backend::Cuda(c)) => c.tier_unavailable(tier),
         }
     }

@@ -175,6 +175,10 @@ static void shape_and_dtype_errors(void) {
     gemm_case(d, bias, SGEMM_BI_STATUS_UNSUPPORTED_DTYPE, "ACCUMULATE_F32", "bf16 accumulate");
     d = valid(); d.tier = SGEMM_BI_TIER_TENSOR_CORES;
     gemm_case(d, bias, SGEMM_BI_STATUS_UNSUPPORTED_DTYPE, "tensor-core tier", "f32 tensor cores");
+    d = valid(); d.tier = SGEMM_BI_TIER_TENSOR_CORES;
+    d.a.dtype = d.b.dtype = d.c.dtype = SGEMM_BI_DTYPE_BF16;
+    gemm_case(d, bias, SGEMM_BI_STATUS_TIER_UNAVAILABLE, "tensor_cores tier is not available",
+              "tensor cores on the CPU");
 }
 
 static sgemm_bi_linear layer(void) {
@@ -264,8 +268,7 @@ static void engine_errors(void) {
     caps.struct_size = sizeof caps;
     check(sgemm_bi_engine_capabilities(engine, &caps) == SGEMM_BI_STATUS_OK &&
               caps.device_kind == SGEMM_BI_DEVICE_KIND_CPU &&
-              caps.tiers == ((1u << SGEMM_BI_TIER_SCALAR) | (1u << SGEMM_BI_TIER_TENSOR_CORES)) &&
-              caps.compute_capability_major == 0,
+              caps.tiers == (1u << SGEMM_BI_TIER_SCALAR) && caps.compute_capability_major == 0,
           "capabilities of the CPU engine");
     s = sgemm_bi_engine_supports(engine, 2, &yes);
     expect(s, SGEMM_BI_STATUS_INVALID_ARGUMENT, "tier is 2", "supports: unknown tier");
@@ -274,8 +277,8 @@ static void engine_errors(void) {
     check(sgemm_bi_engine_supports(engine, SGEMM_BI_TIER_SCALAR, &yes) == SGEMM_BI_STATUS_OK && yes,
           "the CPU runs the scalar tier");
     check(sgemm_bi_engine_supports(engine, SGEMM_BI_TIER_TENSOR_CORES, &yes) ==
-                  SGEMM_BI_STATUS_OK && yes,
-          "the CPU runs the tensor-core tier (the sm_90 model)");
+                  SGEMM_BI_STATUS_OK && !yes,
+          "the CPU has no tensor-core tier");
 
     s = sgemm_bi_gemm_desc_dense(1, 1, 1, SGEMM_BI_DTYPE_F32, NULL);
     expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "out", "desc_dense: NULL out");
