@@ -8,7 +8,7 @@
 
 mod gpu_support;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 use gpu_support::{first_difference, gpu_engine, DeviceBuf, HostBuf, Problem, RawStream, Rng};
 use rayon::prelude::*;
 use sgemm_bi::{DType, Engine, Gemm, GemmPointers, Layout, Operand, Output, OutputMode, Tier};
@@ -677,59 +677,6 @@ fn a_captured_cuda_graph_replays_the_same_bits() {
     let mut replayed = p.c0.clone();
     c.download_into(&mut replayed);
     assert_eq!(first_difference(&direct, &replayed), None);
-}
-
-/// Not a contract: prints the tier's speed at 4096³ (both loaders) for the record.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn speed_at_4096_cubed_is_reported() {
-    let Some(gpu) = gpu_engine() else { return };
-    let stream = RawStream::new();
-    let mut rng = Rng::new(0x7c_0008);
-    let s = 4096;
-    for (dtype, a_off) in [(DType::BF16, 0), (DType::F16, 0), (DType::BF16, 1)] {
-        let g = tensor(Gemm::dense(s, s, s, dtype));
-        let a_host = HostBuf::random(dtype, s * s, &mut rng);
-        let b_host = HostBuf::random(dtype, s * s, &mut rng);
-        let a = DeviceBuf::upload_at(&a_host, a_off * 2);
-        let b = DeviceBuf::upload(&b_host);
-        let c = DeviceBuf::alloc(s * s * 2);
-        let ptrs = GemmPointers {
-            a: a.at(a_off * 2),
-            b: b.at(0),
-            bias: std::ptr::null(),
-            c: c.at(0),
-        };
-        let run = || {
-            // SAFETY: buffers sized for the descriptor, synchronized before they drop.
-            unsafe { gpu.gemm(&g, ptrs, stream.handle()) }.unwrap()
-        };
-        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
-        let (start, stop) = (
-            result::event::create(flags).unwrap(),
-            result::event::create(flags).unwrap(),
-        );
-        let reps = if a_off == 0 { 20 } else { 3 };
-        run();
-        stream.sync();
-        // SAFETY: live events and stream of the current context.
-        let ms = unsafe {
-            result::event::record(start, stream.0).unwrap();
-            for _ in 0..reps {
-                run();
-            }
-            result::event::record(stop, stream.0).unwrap();
-            result::event::synchronize(stop).unwrap();
-            result::event::elapsed(start, stop).unwrap() as f64 / reps as f64
-        };
-        let tflops = 2.0 * (s * s * s) as f64 / (ms * 1e-3) / 1e12;
-        let loader = if a_off == 0 {
-            "cp.async"
-        } else {
-            "element-wise"
-        };
-        println!("{dtype} 4096³ ({loader} loader): {ms:.3} ms, {tflops:.1} TFLOP/s");
-    }
 }
 
 /// Values of one input distribution (the tc-h200 golden-vector families): 0 uniform; 1 wide
