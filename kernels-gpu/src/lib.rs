@@ -7,8 +7,8 @@
 //!
 //! Layout of this crate: `arch/` holds one wrapper per PTX instruction and nothing else;
 //! `params.rs` the `#[repr(C)]` structs the host passes by value (the host crate includes
-//! the same file); each tier is a folder with its mainloop, epilogue and tile scheduler, and
-//! `entry.rs` instantiates the named entry points.
+//! the same file); `schedule.rs` the tile order every tier shares; each tier is a folder with
+//! its config, mainloop and epilogue, and `entry.rs` instantiates the named entry points.
 
 #![no_std]
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
@@ -24,6 +24,7 @@ pub mod finish;
 pub mod hopper;
 pub mod params;
 pub mod scalar;
+pub mod schedule;
 pub mod tensor;
 
 #[panic_handler]

@@ -3,9 +3,9 @@
 //! exactly as the mma.sync path's epilogue does.
 
 use super::config::WG_M;
-use super::scheduler::Tile;
 use crate::finish::{bias_at, finish};
 use crate::params::{GemmParams, BIAS_NONE};
+use crate::schedule::Tile;
 
 /// Finishes and stores consumer warpgroup `wg`'s (WG_M, BN) part of tile `t`. Thread `tid`
 /// (0..128 inside the warpgroup) holds `acc[4j + 2h + e]` = row `16 (tid / 32) + 8h +

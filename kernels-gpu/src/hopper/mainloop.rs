@@ -11,7 +11,6 @@
 use super::config::{
     stage_bytes, stages, A_BYTES, BK, BM, BOX_BYTES, CONSUMERS, MMA_K, STAGE_AREA, SWIZZLE_ELEMS,
 };
-use super::scheduler::{tile_coords, tile_count, Tile};
 use crate::arch::mbarrier::{
     fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
     mbarrier_try_wait_parity,
@@ -20,6 +19,7 @@ use crate::arch::tma::cp_async_bulk_tensor_3d;
 use crate::arch::wgmma::{wgmma_commit_group, wgmma_fence, wgmma_fence_operands, wgmma_wait_group};
 use crate::element::WgmmaElement;
 use crate::params::GemmParams;
+use crate::schedule::{tile_coords, tile_count, Tile};
 
 /// The stages and barriers of one block, for tile width `BN`.
 pub struct Stages<const BN: u32> {
@@ -112,7 +112,7 @@ pub unsafe fn produce<const A_K: bool, const B_K: bool, const BN: u32>(
     let mut it = 0u32;
     let mut tile = first_tile;
     while tile < tile_count(p) {
-        let t: Tile = tile_coords::<BN>(p, tile);
+        let t: Tile = tile_coords::<BM, BN>(p, tile);
         let (ba, bb) = (
             batch_coord(p.batch_stride_a, t.batch),
             batch_coord(p.batch_stride_b, t.batch),

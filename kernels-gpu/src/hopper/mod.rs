@@ -24,13 +24,13 @@
 pub mod config;
 pub mod epilogue;
 pub mod mainloop;
-pub mod scheduler;
 
 use crate::arch::shared::dyn_smem_base;
 use crate::arch::sync::{bar_sync, setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::prefetch_tensormap;
 use crate::element::WgmmaElement;
 use crate::params::GemmParams;
+use crate::schedule;
 use config::{CONSUMER_REGS, PRODUCER_REGS};
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 use mainloop::Stages;
@@ -70,8 +70,8 @@ pub unsafe fn gemm<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: 
         setmaxnreg_inc::<CONSUMER_REGS>();
         let mut it = 0u32;
         let mut tile = first;
-        while tile < scheduler::tile_count(p) {
-            let t = scheduler::tile_coords::<BN>(p, tile);
+        while tile < schedule::tile_count(p) {
+            let t = schedule::tile_coords::<{ config::BM }, BN>(p, tile);
             // SAFETY: forwarded contract; the whole warpgroup runs this together.
             let acc =
                 unsafe { mainloop::consume::<E, A_K, B_K, BN>(p, &st, wg - 1, tid % 128, &mut it) };

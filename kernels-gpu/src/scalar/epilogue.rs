@@ -2,9 +2,9 @@
 //! chain every tier shares (`crate::finish`: bias, accumulate, NaN, rounding).
 
 use super::mainloop::{col_of, row_of, Accumulators};
-use super::scheduler::Tile;
 use crate::finish::{bias_at, finish};
 use crate::params::{GemmParams, BIAS_NONE};
+use crate::schedule::Tile;
 
 /// Finishes and stores this thread's part of tile `t`.
 ///

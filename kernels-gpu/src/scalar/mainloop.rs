@@ -4,11 +4,11 @@
 use super::config::{
     BK, BM, LOADS_PER_THREAD, PITCH, STAGE_BYTES, THREADS, THREADS_N, TILE_BYTES, TM,
 };
-use super::scheduler::Tile;
 use crate::arch::shared::{ld_shared_v4_f32, st_shared_f32};
 use crate::arch::sync::bar_sync;
 use crate::element::Element;
 use crate::params::GemmParams;
+use crate::schedule::Tile;
 use core::intrinsics::fmaf32;
 
 /// The 8 × 8 accumulators of one thread: `acc[r][c]` is output row `row_of(r)`, column

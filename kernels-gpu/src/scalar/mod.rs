@@ -12,17 +12,17 @@
 //! order. Steps past K (the tail of the last K tile) multiply zeros: `fma(0, 0, acc)` is
 //! `acc` exactly, because an accumulator started at +0.0 can never be −0.0.
 //!
-//! Files: [`config`] the tile constants, [`scheduler`] which tile a block computes,
+//! Files: [`config`] the tile constants, [`crate::schedule`] which tile a block computes,
 //! [`mainloop`] staging and the fma chain, [`epilogue`] bias, accumulate, rounding and store.
 
 pub mod config;
 pub mod epilogue;
 pub mod mainloop;
-pub mod scheduler;
 
 use crate::arch::shared::dyn_smem_base;
 use crate::element::Element;
 use crate::params::GemmParams;
+use crate::schedule;
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 
 /// The whole kernel (A is contiguous along K when row-major, B when column-major): for each tile this block owns, run the mainloop, then the epilogue.
@@ -39,7 +39,7 @@ pub unsafe fn gemm<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS:
     let total = p.tiles_m * p.tiles_n * p.batch;
     let mut tile = _block_idx_x() as u64;
     while tile < total {
-        let t = scheduler::tile_coords(p, tile);
+        let t = schedule::tile_coords::<{ config::BM }, { config::BN }>(p, tile);
         // SAFETY: forwarded contract; `t` is a tile inside the problem.
         let acc = unsafe { mainloop::run::<E, A_K_CONTIGUOUS, B_K_CONTIGUOUS>(p, &t, tid, smem) };
         // SAFETY: forwarded contract.

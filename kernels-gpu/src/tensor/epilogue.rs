@@ -3,9 +3,9 @@
 
 use super::config::{FRAGS_M, FRAGS_N, WARPS_N, WARP_M, WARP_N};
 use super::mainloop::Accumulators;
-use super::scheduler::Tile;
 use crate::finish::{bias_at, finish};
 use crate::params::{GemmParams, BIAS_NONE};
+use crate::schedule::Tile;
 
 const _: () = assert!(
     FRAGS_M * 2 == 8 && FRAGS_N * 2 == 8,

@@ -5,13 +5,13 @@ use super::config::{
     BK, BM, CHUNKS_PER_THREAD, CHUNK_ELEMS, FRAGS_M, FRAGS_N, K_PITCH, MMA_K, MN_PITCH, STAGES,
     STAGE_BYTES, THREADS, TILE_BYTES, WARPS_N, WARP_M, WARP_N,
 };
-use super::scheduler::Tile;
 use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
 use crate::arch::shared::st_shared_v4_b32;
 use crate::arch::sync::bar_sync;
 use crate::element::MmaElement;
 use crate::params::GemmParams;
+use crate::schedule::Tile;
 
 /// The accumulators of one thread: `acc[i][j]` is the C fragment (`arch::mma`) of m16
 /// fragment `i` and n8 fragment `j` of its warp's (WARP_M, WARP_N) piece.

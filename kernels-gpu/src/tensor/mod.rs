@@ -42,7 +42,7 @@
 //! the same shared-memory layout and runs the same steps, so a dispatcher may choose among
 //! them, and among tile shapes, by M, N and alignment without changing any bit.
 //!
-//! Files: [`config`] the tile constants, [`scheduler`] which tile a block computes,
+//! Files: [`config`] the tile constants, [`crate::schedule`] which tile a block computes,
 //! [`mainloop`] the cp.async pipeline, ldmatrix and the MMA steps, [`epilogue`] the store.
 //!
 //! Shape: a (128, 128) block tile, K staged 32 at a time through a 4-stage cp.async
@@ -51,11 +51,11 @@
 pub mod config;
 pub mod epilogue;
 pub mod mainloop;
-pub mod scheduler;
 
 use crate::arch::shared::dyn_smem_base;
 use crate::element::MmaElement;
 use crate::params::GemmParams;
+use crate::schedule;
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 
 /// The whole kernel (A is contiguous along K when row-major, B when column-major; `CP_ASYNC`
@@ -79,7 +79,7 @@ pub unsafe fn gemm<
     let total = p.tiles_m * p.tiles_n * p.batch;
     let mut tile = _block_idx_x() as u64;
     while tile < total {
-        let t = scheduler::tile_coords(p, tile);
+        let t = schedule::tile_coords::<{ config::BM }, { config::BN }>(p, tile);
         // SAFETY: forwarded contract; `t` is a tile inside the problem.
         let acc = unsafe {
             mainloop::run::<E, A_K_CONTIGUOUS, B_K_CONTIGUOUS, CP_ASYNC>(p, &t, tid, smem)

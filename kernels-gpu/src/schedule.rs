@@ -1,8 +1,9 @@
-//! Which output tile a block computes. Tiles are visited in groups of `GROUP_M` tile rows so
-//! that blocks running at the same time share A rows and B columns in L2. The order changes
-//! only speed: each output element's reduction is the same whichever block computes it.
+//! Which output tile a block computes, shared by every tier. Tiles are numbered linearly
+//! (`0..tile_count`, batch entry outermost) and decoded in groups of `GROUP_M` tile rows so
+//! that blocks running at the same time share A rows and B columns in L2. Blocks take tiles
+//! `blockIdx.x`, `+ gridDim.x`, …. The order changes only speed: each output element's
+//! reduction is the same whichever block computes it, and when.
 
-use super::config::{BM, BN};
 use crate::params::GemmParams;
 
 /// Tile rows per scheduling group.
@@ -24,9 +25,15 @@ fn div_rem(a: u64, b: u64) -> (u64, u64) {
     (a / b, a % b)
 }
 
-/// Maps a linear tile index (below `tiles_m · tiles_n · batch`) to its tile.
+/// Every tile of the problem (`tiles_m · tiles_n · batch`).
 #[inline(always)]
-pub fn tile_coords(p: &GemmParams, tile: u64) -> Tile {
+pub fn tile_count(p: &GemmParams) -> u64 {
+    p.tiles_m * p.tiles_n * p.batch
+}
+
+/// Maps a linear tile index (below [`tile_count`]) to its `BM × BN` tile.
+#[inline(always)]
+pub fn tile_coords<const BM: u32, const BN: u32>(p: &GemmParams, tile: u64) -> Tile {
     let (batch, t) = div_rem(tile, p.tiles_m * p.tiles_n);
     let (group, in_group) = div_rem(t, GROUP_M * p.tiles_n);
     let first_m = group * GROUP_M;
