@@ -24,8 +24,10 @@ fn cpu() -> Engine {
     Engine::new(Device::Cpu).expect("the CPU engine always exists")
 }
 
-/// One golden file: A [64][64], Bt [256][64] (bf16 or f16 bits), and C [64][256] from
-/// mma.sync and from wgmma (f32 bits).
+#[path = "data/tc-h200/golden.rs"]
+mod golden;
+
+/// One golden file, its input format as this file's tests name it.
 struct Golden {
     name: String,
     dtype: DType,
@@ -35,40 +37,16 @@ struct Golden {
 }
 
 fn golden_files() -> Vec<Golden> {
-    let mut dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tc-h200");
-    if !dir.exists() {
-        // A packed test binary on a host without the build tree runs from the repository root.
-        dir = std::path::PathBuf::from("tests/data/tc-h200");
-    }
-    let mut files = Vec::new();
-    for dtype in [DType::BF16, DType::F16] {
-        for dist in 0..6 {
-            let name = format!("tc_{dtype}_dist{dist}.bin");
-            let bytes = std::fs::read(dir.join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(bytes.len(), 172_032, "{name}: 8 + 32 + 64 + 64 KiB");
-            let u16s = |r: std::ops::Range<usize>| -> Vec<u16> {
-                bytes[r]
-                    .chunks_exact(2)
-                    .map(|x| u16::from_le_bytes([x[0], x[1]]))
-                    .collect()
-            };
-            let u32s = |r: std::ops::Range<usize>| -> Vec<u32> {
-                bytes[r]
-                    .chunks_exact(4)
-                    .map(|x| u32::from_le_bytes(x.try_into().unwrap()))
-                    .collect()
-            };
-            files.push(Golden {
-                name,
-                dtype,
-                a: u16s(0..8192),
-                bt: u16s(8192..40960),
-                c: [u32s(40960..106496), u32s(106496..172032)],
-            });
-        }
-    }
-    assert_eq!(files.len(), 12);
-    files
+    golden::read_all(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tc-h200"))
+        .into_iter()
+        .map(|f| Golden {
+            name: f.name,
+            dtype: if f.bf16 { DType::BF16 } else { DType::F16 },
+            a: f.a,
+            bt: f.bt,
+            c: f.c,
+        })
+        .collect()
 }
 
 /// A vector of 16-bit bit patterns as a host slice of `dtype`.
@@ -364,31 +342,5 @@ fn rows_and_columns_do_not_depend_on_m_and_n() {
                 );
             }
         }
-    }
-}
-
-/// Not a contract: the model's speed on this machine, for the record
-/// (`cargo test --release --test cpu_tc_model -- --ignored --nocapture speed`).
-#[test]
-#[ignore = "a measurement, not a test"]
-fn speed_at_1024_cubed_is_reported() {
-    let engine = cpu();
-    let mut rng = Rng(0x7c_4003);
-    let s = 1024;
-    for dtype in [DType::BF16, DType::F16] {
-        let a: Vec<u16> = (0..s * s).map(|_| rng.value(dtype)).collect();
-        let b: Vec<u16> = (0..s * s).map(|_| rng.value(dtype)).collect();
-        let mut secs = Vec::new();
-        for _ in 0..5 {
-            let t = std::time::Instant::now();
-            run_dense(&engine, dtype, s, s, s, &a, &b);
-            secs.push(t.elapsed().as_secs_f64());
-        }
-        secs.sort_by(f64::total_cmp);
-        let gflops = 2.0 * (s * s * s) as f64 / secs[2] / 1e9;
-        println!(
-            "tensor-core model, {dtype} 1024³: {:.1} ms, {gflops:.1} GFLOP/s",
-            secs[2] * 1e3
-        );
     }
 }

@@ -1,5 +1,6 @@
-//! GFLOP/s of the CPU backend (scalar tier) on this machine: f32, bf16 and f16 at a few
-//! shapes, random data, median of several timed runs after a warm-up.
+//! GFLOP/s of the CPU backend on this machine: the scalar tier in f32, bf16 and f16, and the
+//! (opt-in) tensor-core model in bf16 and f16, at a few shapes, random data, median of
+//! several timed runs after a warm-up.
 //!
 //! ```text
 //! cargo run -p sgemm-bi-host --release --example cpu_gflops [-- M K N ...]
@@ -10,7 +11,7 @@
 use std::time::Instant;
 
 use sgemm_bi_host::{
-    bf16, f16, DType, Device, Engine, Gemm, HostSlice, HostSliceMut, KernelImages,
+    bf16, f16, DType, Device, Engine, Gemm, HostSlice, HostSliceMut, KernelImages, Tier,
 };
 
 /// The CPU engine loads no kernels.
@@ -64,8 +65,11 @@ impl Buf {
 }
 
 /// Median GFLOP/s of `C[M,N] = A[M,K] · B[K,N]` in `dtype` (output in the same dtype).
-fn measure(engine: &Engine, dtype: DType, m: usize, k: usize, n: usize) -> f64 {
-    let g = Gemm::dense(m, n, k, dtype);
+fn measure(engine: &Engine, tier: Tier, dtype: DType, m: usize, k: usize, n: usize) -> f64 {
+    let g = Gemm {
+        tier,
+        ..Gemm::dense(m, n, k, dtype)
+    };
     let a = Buf::new(dtype, &random(m * k, 1));
     let b = Buf::new(dtype, &random(k * n, 2));
     let mut c = Buf::new(dtype, &vec![0.0; m * n]);
@@ -89,6 +93,8 @@ fn measure(engine: &Engine, dtype: DType, m: usize, k: usize, n: usize) -> f64 {
 }
 
 fn main() {
+    // The tensor-core model is opt-in until it matches the H200 on every input (engine.rs).
+    std::env::set_var("SGEMM_BI_CPU_TC_MODEL", "1");
     let engine = Engine::with_kernels(Device::Cpu, &NO_KERNELS).expect("CPU engine");
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -103,13 +109,19 @@ fn main() {
         "CPU backend, {} rayon threads; GFLOP/s, median of 3-15 runs",
         rayon::current_num_threads()
     );
-    println!("| M × K × N | f32 | bf16 | f16 |");
-    println!("|---|---:|---:|---:|");
+    println!("| M × K × N | f32 | bf16 | f16 | bf16 tensor-core model | f16 tensor-core model |");
+    println!("|---|---:|---:|---:|---:|---:|");
     for (m, k, n) in shapes {
-        let cells: Vec<String> = [DType::F32, DType::BF16, DType::F16]
-            .iter()
-            .map(|&d| format!("{:.1}", measure(&engine, d, m, k, n)))
-            .collect();
+        let cells: Vec<String> = [
+            (Tier::Scalar, DType::F32),
+            (Tier::Scalar, DType::BF16),
+            (Tier::Scalar, DType::F16),
+            (Tier::TensorCores, DType::BF16),
+            (Tier::TensorCores, DType::F16),
+        ]
+        .iter()
+        .map(|&(t, d)| format!("{:.1}", measure(&engine, t, d, m, k, n)))
+        .collect();
         println!("| {m} × {k} × {n} | {} |", cells.join(" | "));
     }
 }

@@ -76,8 +76,10 @@ const BF16_INF: u16 = 0x7F80;
 // ---------------------------------------------------------------------------------------
 // The golden files
 
-/// One golden file: A [64][64], Bt [256][64] (bf16 or f16), and C [64][256] twice (mma.sync
-/// and wgmma), f32; see `tests/data/tc-h200/README.md`.
+#[path = "../../../../tests/data/tc-h200/golden.rs"]
+mod golden;
+
+/// One golden file, its input format as this file's tests name it.
 struct Golden {
     name: String,
     format: Format,
@@ -87,39 +89,18 @@ struct Golden {
 }
 
 fn golden_files() -> Vec<Golden> {
-    let mut dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/tc-h200");
-    if !dir.exists() {
-        // A packed test binary on a host without the build tree runs from the repository root.
-        dir = std::path::PathBuf::from("tests/data/tc-h200");
-    }
-    let mut files = Vec::new();
-    for (fmt, format) in [("bf16", Format::Bf16), ("f16", Format::F16)] {
-        for dist in 0..6 {
-            let name = format!("tc_{fmt}_dist{dist}.bin");
-            let bytes = std::fs::read(dir.join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(bytes.len(), 8192 + 32768 + 2 * 65536, "{name}");
-            let u16s = |r: std::ops::Range<usize>| -> Vec<u16> {
-                bytes[r]
-                    .chunks_exact(2)
-                    .map(|x| u16::from_le_bytes([x[0], x[1]]))
-                    .collect()
-            };
-            let u32s = |r: std::ops::Range<usize>| -> Vec<u32> {
-                bytes[r]
-                    .chunks_exact(4)
-                    .map(|x| u32::from_le_bytes(x.try_into().unwrap()))
-                    .collect()
-            };
-            files.push(Golden {
-                name,
-                format,
-                a: u16s(0..8192),
-                bt: u16s(8192..40960),
-                c: [u32s(40960..106496), u32s(106496..172032)],
-            });
-        }
-    }
-    files
+    golden::read_all(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/tc-h200"),
+    )
+    .into_iter()
+    .map(|f| Golden {
+        name: f.name,
+        format: if f.bf16 { Format::Bf16 } else { Format::F16 },
+        a: f.a,
+        bt: f.bt,
+        c: f.c,
+    })
+    .collect()
 }
 
 /// Every output of every file, both kernels' columns, by chaining four steps of the fast
