@@ -257,6 +257,7 @@ impl Tally {
                 continue;
             }
             bad += 1;
+            dump_mismatch(p, idx, *x, *y, kind);
             if self.shown < 8 {
                 self.shown += 1;
                 let (bt, r) = match g.c.batch_stride {
@@ -303,6 +304,60 @@ impl Tally {
             self.mismatches, self.outputs, cc.0, cc.1
         );
     }
+}
+
+/// With `SGEMM_BI_TC_MODEL_DUMP=<file>`, appends one line per mismatching output (at most
+/// 50,000 per process) for offline study of the model: kind, dtype, output mode, K, GPU and
+/// CPU bits, the bias element and C's old value (or `-`), then the A row and B column bits.
+fn dump_mismatch(p: &Problem, idx: usize, gpu: u32, cpu: u32, kind: &str) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static DUMPED: AtomicUsize = AtomicUsize::new(0);
+    let Some(path) = std::env::var_os("SGEMM_BI_TC_MODEL_DUMP") else {
+        return;
+    };
+    if DUMPED.fetch_add(1, Ordering::Relaxed) >= 50_000 {
+        return;
+    }
+    let g = &p.g;
+    let (bt, r) = match g.c.batch_stride {
+        0 => (0, idx),
+        s => (idx / s, idx % s),
+    };
+    let (i, j) = (r / g.c.ldc, r % g.c.ldc);
+    if i >= g.m || j >= g.n {
+        return;
+    }
+    let (a, b) = (p.a.bits(), p.b.bits());
+    let row: Vec<String> = (0..g.k)
+        .map(|k| format!("{:04x}", a[index(&g.a, bt, i, k)]))
+        .collect();
+    let col: Vec<String> = (0..g.k)
+        .map(|k| format!("{:04x}", b[index(&g.b, bt, k, j)]))
+        .collect();
+    let bias = p
+        .bias
+        .as_ref()
+        .map_or("-".to_string(), |b| format!("{:08x}", b.bits()[j]));
+    let old = match g.c.mode {
+        OutputMode::AccumulateF32 => format!("{:08x}", p.c0.bits()[idx]),
+        OutputMode::Overwrite(_) => "-".to_string(),
+    };
+    let line = format!(
+        "{kind}\t{:?}\t{:?}\t{}\t{gpu:08x}\t{cpu:08x}\t{bias}\t{old}\t{}\t{}\n",
+        g.a.dtype,
+        g.c.mode,
+        g.k,
+        row.join(" "),
+        col.join(" ")
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("the dump file opens");
+    f.write_all(line.as_bytes())
+        .expect("the dump line is written");
 }
 
 fn run(gpu: &Engine, cpu: &Engine, stream: &RawStream, p: &Problem, tally: &mut Tally, kind: &str) {

@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod cp_async;
+pub mod global;
 pub mod ldmatrix;
 #[cfg(sgemm_bi_sm90a)]
 pub mod mbarrier;

@@ -10,6 +10,16 @@ pub fn bar_sync() {
     unsafe { asm!("bar.sync 0;", options(nostack)) };
 }
 
+/// `bar.sync ID, COUNT`: a named barrier for `COUNT` threads (a multiple of 32), e.g. one
+/// warpgroup; orders their shared-memory accesses without stopping the rest of the block.
+#[inline(always)]
+pub fn bar_sync_named<const COUNT: u32>(id: u32) {
+    // SAFETY: exactly COUNT threads (whole warps) use barrier `id`, all with the same
+    // sequence of calls; no other group of threads uses `id` meanwhile (callers' contract,
+    // stated where the ids are chosen).
+    unsafe { asm!("bar.sync {id}, {n};", id = in(reg32) id, n = const COUNT, options(nostack)) };
+}
+
 /// `setmaxnreg.dec.sync.aligned.u32 N`: this warpgroup gives registers back, keeping `N` per
 /// thread (sm_90a; needs a register cap at entry, `.maxntid` with one block per SM).
 #[inline(always)]

@@ -9,7 +9,8 @@
 //! `empty` barrier (one arrival per consumer warp when its wgmmas have read the stage).
 
 use super::config::{
-    stage_bytes, stages, A_BYTES, BK, BM, BOX_BYTES, CONSUMERS, MMA_K, STAGE_AREA, SWIZZLE_ELEMS,
+    stage_bytes, stages, A_BYTES, BARRIER_BYTES, BK, BM, BOX_BYTES, CONSUMERS, EPILOGUE_BYTES,
+    MMA_K, STAGE_AREA, SWIZZLE_ELEMS,
 };
 use crate::arch::mbarrier::{
     fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
@@ -49,6 +50,12 @@ impl<const BN: u32> Stages<BN> {
     #[inline(always)]
     fn empty(&self, s: u32) -> u32 {
         self.base + STAGE_AREA + 64 + 8 * s
+    }
+
+    /// Shared address of consumer warpgroup `wg`'s epilogue piece (after the barriers).
+    #[inline(always)]
+    pub fn epilogue(&self, wg: u32) -> u32 {
+        self.base + STAGE_AREA + BARRIER_BYTES + wg * EPILOGUE_BYTES
     }
 
     /// Initialises every barrier. One thread calls it, before a block-wide barrier.
@@ -194,10 +201,61 @@ unsafe fn mma_step<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: 
     }
 }
 
+/// One stage's part of the chain for one consumer warpgroup: waits for stage `s` to land,
+/// issues its first `STEPS` k16 steps as one wgmma group (ascending k), and once the
+/// previous group has completed releases the previous stage `prev` (when `release_prev`).
+/// `STEPS` is a constant so that a whole stage's wgmmas form one straight run: with a
+/// run-time count the compiler fences each one separately.
+///
+/// # Safety
+/// Every thread of consumer warpgroup `wg` calls it together; `parity` is stage `s`'s
+/// current phase.
+#[inline(always)]
+unsafe fn stage_steps<
+    E: WgmmaElement,
+    const A_K: bool,
+    const B_K: bool,
+    const BN: u32,
+    const STEPS: u32,
+>(
+    st: &Stages<BN>,
+    acc: &mut [f32; 128],
+    wg: u32,
+    tid: u32,
+    s: u32,
+    parity: u32,
+    release: Option<u32>,
+) {
+    // SAFETY: initialised barrier.
+    unsafe { Stages::<BN>::wait(st.full(s), parity) };
+    wgmma_fence_operands(acc);
+    wgmma_fence();
+    for step in 0..STEPS {
+        let a = operand_descriptor::<A_K>(st.a(s), wg * 64, step);
+        let b = operand_descriptor::<B_K>(st.b(s), 0, step);
+        // The one operation of the chain: k ascends with the stage, then the step.
+        // SAFETY: stage s has landed (full barrier) and is not overwritten before this
+        // warpgroup's arrival on its empty barrier, after the group completes.
+        unsafe { mma_step::<E, A_K, B_K, BN>(acc, a, b) };
+    }
+    wgmma_commit_group();
+    wgmma_wait_group::<1>();
+    wgmma_fence_operands(acc);
+    // The previous stage's group has completed: its shared memory may be refilled.
+    if let Some(prev) = release {
+        if tid % 32 == 0 {
+            // SAFETY: initialised barrier.
+            unsafe { mbarrier_arrive(st.empty(prev)) };
+        }
+    }
+}
+
 /// One consumer warpgroup's accumulators for tile `t` over the whole of K: ascending K
-/// tiles, ascending k16 steps inside each, all into the same registers; steps wholly past K
-/// are skipped (the contract pads K only to a multiple of MMA_K). `it` counts the stages
-/// this block consumed so far (shared with the producer's count).
+/// tiles, ascending k16 steps inside each, all into the same registers. The whole K tiles
+/// come first, each four steps; a last partial K tile issues only the steps that reach
+/// into K (the contract pads K only to a multiple of MMA_K; the copy engine's zero fill
+/// covers the rest of those steps). `it` counts the stages this block consumed so far
+/// (shared with the producer's count).
 ///
 /// # Safety
 /// Every thread of consumer warpgroup `wg` calls it together, with the same `it`.
@@ -213,47 +271,40 @@ pub unsafe fn consume<E: WgmmaElement, const A_K: bool, const B_K: bool, const B
     // repeat to a store loop with a run-time index, which keeps the array in local memory.
     // SAFETY: all-zero bits are +0.0 for every element.
     let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
-    let kt_count = k_tiles(p);
-    let mut prev = 0u32;
-    for kt in 0..kt_count {
+    const FULL: u32 = BK / MMA_K;
+    let whole = (p.k / BK as u64) as u32;
+    let tail_steps = ((p.k % BK as u64) as u32).div_ceil(MMA_K);
+    let mut prev: Option<u32> = None;
+    for _ in 0..whole {
         let s = *it % Stages::<BN>::COUNT;
         let parity = (*it / Stages::<BN>::COUNT) & 1;
-        // SAFETY: initialised barrier.
-        unsafe { Stages::<BN>::wait(st.full(s), parity) };
-        let left = p.k - kt as u64 * BK as u64;
-        let steps = if left >= BK as u64 {
-            BK / MMA_K
-        } else {
-            (left as u32).div_ceil(MMA_K)
-        };
-        wgmma_fence_operands(&mut acc);
-        wgmma_fence();
-        for step in 0..BK / MMA_K {
-            if step < steps {
-                let a = operand_descriptor::<A_K>(st.a(s), wg * 64, step);
-                let b = operand_descriptor::<B_K>(st.b(s), 0, step);
-                // The one operation of the chain: k ascends with kt, then step.
-                // SAFETY: stage s has landed (full barrier) and is not overwritten before
-                // this warpgroup's arrival on its empty barrier, after the group completes.
-                unsafe { mma_step::<E, A_K, B_K, BN>(&mut acc, a, b) };
+        // SAFETY: forwarded contract.
+        unsafe { stage_steps::<E, A_K, B_K, BN, FULL>(st, &mut acc, wg, tid, s, parity, prev) };
+        prev = Some(s);
+        *it += 1;
+    }
+    if tail_steps > 0 {
+        let s = *it % Stages::<BN>::COUNT;
+        let parity = (*it / Stages::<BN>::COUNT) & 1;
+        // SAFETY (all arms): forwarded contract.
+        unsafe {
+            match tail_steps {
+                1 => stage_steps::<E, A_K, B_K, BN, 1>(st, &mut acc, wg, tid, s, parity, prev),
+                2 => stage_steps::<E, A_K, B_K, BN, 2>(st, &mut acc, wg, tid, s, parity, prev),
+                3 => stage_steps::<E, A_K, B_K, BN, 3>(st, &mut acc, wg, tid, s, parity, prev),
+                _ => stage_steps::<E, A_K, B_K, BN, FULL>(st, &mut acc, wg, tid, s, parity, prev),
             }
         }
-        wgmma_commit_group();
-        wgmma_wait_group::<1>();
-        wgmma_fence_operands(&mut acc);
-        // The previous stage's group has completed: its shared memory may be refilled.
-        if kt > 0 && tid % 32 == 0 {
-            // SAFETY: initialised barrier.
-            unsafe { mbarrier_arrive(st.empty(prev)) };
-        }
-        prev = s;
+        prev = Some(s);
         *it += 1;
     }
     wgmma_wait_group::<0>();
     wgmma_fence_operands(&mut acc);
-    if kt_count > 0 && tid % 32 == 0 {
-        // SAFETY: initialised barrier.
-        unsafe { mbarrier_arrive(st.empty(prev)) };
+    if let Some(last) = prev {
+        if tid % 32 == 0 {
+            // SAFETY: initialised barrier.
+            unsafe { mbarrier_arrive(st.empty(last)) };
+        }
     }
     acc
 }

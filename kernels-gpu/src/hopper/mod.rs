@@ -76,7 +76,9 @@ pub unsafe fn gemm<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: 
             let acc =
                 unsafe { mainloop::consume::<E, A_K, B_K, BN>(p, &st, wg - 1, tid % 128, &mut it) };
             // SAFETY: forwarded contract.
-            unsafe { epilogue::store::<BN>(p, &t, wg - 1, tid % 128, &acc) };
+            // The epilogue's barrier ids are 1 + (wg - 1): one per consumer warpgroup, none
+            // used by the producer.
+            unsafe { epilogue::store::<BN>(p, &t, wg - 1, tid % 128, &acc, st.epilogue(wg - 1)) };
             tile += step;
         }
     }
