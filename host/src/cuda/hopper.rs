@@ -172,16 +172,16 @@ fn index(dtype: DType, layouts: (Layout, Layout), bn: u32) -> (usize, usize, usi
     )
 }
 
-/// The 24 Hopper entry points: `[dtype][layout pair][tile width]`.
+/// The Hopper entry points: `[dtype][layout pair][tile width]`.
 pub(crate) struct HopperKernels {
-    functions: [[[sys::CUfunction; 3]; 4]; 2],
+    functions: [[[sys::CUfunction; BN_CHOICES.len()]; 4]; 2],
     sms: usize,
 }
 
 impl HopperKernels {
     /// Looks every entry point up and allows it the dynamic shared memory it needs.
     pub(crate) fn load(get: &dyn Fn(&str) -> Result<sys::CUfunction>, sms: usize) -> Result<Self> {
-        let mut functions = [[[std::ptr::null_mut(); 3]; 4]; 2];
+        let mut functions = [[[std::ptr::null_mut(); BN_CHOICES.len()]; 4]; 2];
         for dtype in DTYPES {
             for layouts in LAYOUTS {
                 for bn in BN_CHOICES {
@@ -259,5 +259,54 @@ impl HopperKernels {
             kernel: name(),
             message: e.to_string(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Output, OutputMode, Tier};
+
+    fn gemm(m: usize, n: usize, k: usize, layouts: (Layout, Layout)) -> Gemm {
+        let op = |layout, rows: usize, cols: usize| Operand {
+            dtype: DType::BF16,
+            layout,
+            ld: if layout == Layout::RowMajor { cols } else { rows },
+            batch_stride: 0,
+        };
+        Gemm {
+            m,
+            n,
+            k,
+            batch: 1,
+            a: op(layouts.0, m, k),
+            b: op(layouts.1, k, n),
+            bias: None,
+            c: Output {
+                mode: OutputMode::Overwrite(DType::BF16),
+                ldc: n,
+                batch_stride: 0,
+            },
+            tier: Tier::TensorCores,
+        }
+    }
+
+    /// The planner picks a built width for every shape: the widest that fills the GPU, the
+    /// narrowest for small problems.
+    #[test]
+    fn tile_widths_follow_the_tile_count() {
+        for layouts in LAYOUTS {
+            for m in [1, 64, 128, 129, 1000, 16384] {
+                for n in [8, 32, 64, 100, 4096, 14336] {
+                    for sms in [1, 132] {
+                        let bn = tile_n(&gemm(m, n, 64, layouts), sms);
+                        assert!(BN_CHOICES.contains(&bn), "{m}×{n} {layouts:?}: BN {bn}");
+                    }
+                }
+            }
+            assert_eq!(tile_n(&gemm(64, 4096, 4096, layouts), 132), 64);
+            assert_eq!(tile_n(&gemm(16384, 4096, 4096, layouts), 132), 256);
+            assert_eq!(tile_n(&gemm(1000, 100, 64, layouts), 1), 256);
+        }
     }
 }

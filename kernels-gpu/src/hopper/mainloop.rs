@@ -203,9 +203,10 @@ unsafe fn mma_step<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: 
 
 /// One stage's part of the chain for one consumer warpgroup: waits for stage `s` to land,
 /// issues its first `STEPS` k16 steps as one wgmma group (ascending k), and once the
-/// previous group has completed releases the previous stage `prev` (when `release_prev`).
+/// previous group has completed releases the previous stage (`release`, when there is one).
 /// `STEPS` is a constant so that a whole stage's wgmmas form one straight run: with a
-/// run-time count the compiler fences each one separately.
+/// run-time count the compiler fences each one separately. Without `ACTIVE` only the
+/// barrier protocol runs.
 ///
 /// # Safety
 /// Every thread of consumer warpgroup `wg` calls it together; `parity` is stage `s`'s
@@ -217,6 +218,7 @@ unsafe fn stage_steps<
     const B_K: bool,
     const BN: u32,
     const STEPS: u32,
+    const ACTIVE: bool,
 >(
     st: &Stages<BN>,
     acc: &mut [f32; 128],
@@ -228,19 +230,21 @@ unsafe fn stage_steps<
 ) {
     // SAFETY: initialised barrier.
     unsafe { Stages::<BN>::wait(st.full(s), parity) };
-    wgmma_fence_operands(acc);
-    wgmma_fence();
-    for step in 0..STEPS {
-        let a = operand_descriptor::<A_K>(st.a(s), wg * 64, step);
-        let b = operand_descriptor::<B_K>(st.b(s), 0, step);
-        // The one operation of the chain: k ascends with the stage, then the step.
-        // SAFETY: stage s has landed (full barrier) and is not overwritten before this
-        // warpgroup's arrival on its empty barrier, after the group completes.
-        unsafe { mma_step::<E, A_K, B_K, BN>(acc, a, b) };
+    if ACTIVE {
+        wgmma_fence_operands(acc);
+        wgmma_fence();
+        for step in 0..STEPS {
+            let a = operand_descriptor::<A_K>(st.a(s), wg * 64, step);
+            let b = operand_descriptor::<B_K>(st.b(s), 0, step);
+            // The one operation of the chain: k ascends with the stage, then the step.
+            // SAFETY: stage s has landed (full barrier) and is not overwritten before this
+            // warpgroup's arrival on its empty barrier, after the group completes.
+            unsafe { mma_step::<E, A_K, B_K, BN>(acc, a, b) };
+        }
+        wgmma_commit_group();
+        wgmma_wait_group::<1>();
+        wgmma_fence_operands(acc);
     }
-    wgmma_commit_group();
-    wgmma_wait_group::<1>();
-    wgmma_fence_operands(acc);
     // The previous stage's group has completed: its shared memory may be refilled.
     if let Some(prev) = release {
         if tid % 32 == 0 {
@@ -255,12 +259,21 @@ unsafe fn stage_steps<
 /// come first, each four steps; a last partial K tile issues only the steps that reach
 /// into K (the contract pads K only to a multiple of MMA_K; the copy engine's zero fill
 /// covers the rest of those steps). `it` counts the stages this block consumed so far
-/// (shared with the producer's count).
+/// (shared with the producer's count). A warpgroup whose rows all lie past M (`ACTIVE`
+/// false: small M) only keeps the barrier protocol and issues no wgmma: its accumulators
+/// are never stored. `ACTIVE` is a constant, not a run-time branch around the wgmmas: with
+/// the branch, ptxas serializes every wgmma (info C7515).
 ///
 /// # Safety
 /// Every thread of consumer warpgroup `wg` calls it together, with the same `it`.
 #[inline(always)]
-pub unsafe fn consume<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: u32>(
+pub unsafe fn consume<
+    E: WgmmaElement,
+    const A_K: bool,
+    const B_K: bool,
+    const BN: u32,
+    const ACTIVE: bool,
+>(
     p: &GemmParams,
     st: &Stages<BN>,
     wg: u32,
@@ -279,7 +292,9 @@ pub unsafe fn consume<E: WgmmaElement, const A_K: bool, const B_K: bool, const B
         let s = *it % Stages::<BN>::COUNT;
         let parity = (*it / Stages::<BN>::COUNT) & 1;
         // SAFETY: forwarded contract.
-        unsafe { stage_steps::<E, A_K, B_K, BN, FULL>(st, &mut acc, wg, tid, s, parity, prev) };
+        unsafe {
+            stage_steps::<E, A_K, B_K, BN, FULL, ACTIVE>(st, &mut acc, wg, tid, s, parity, prev)
+        };
         prev = Some(s);
         *it += 1;
     }
@@ -289,10 +304,18 @@ pub unsafe fn consume<E: WgmmaElement, const A_K: bool, const B_K: bool, const B
         // SAFETY (all arms): forwarded contract.
         unsafe {
             match tail_steps {
-                1 => stage_steps::<E, A_K, B_K, BN, 1>(st, &mut acc, wg, tid, s, parity, prev),
-                2 => stage_steps::<E, A_K, B_K, BN, 2>(st, &mut acc, wg, tid, s, parity, prev),
-                3 => stage_steps::<E, A_K, B_K, BN, 3>(st, &mut acc, wg, tid, s, parity, prev),
-                _ => stage_steps::<E, A_K, B_K, BN, FULL>(st, &mut acc, wg, tid, s, parity, prev),
+                1 => stage_steps::<E, A_K, B_K, BN, 1, ACTIVE>(
+                    st, &mut acc, wg, tid, s, parity, prev,
+                ),
+                2 => stage_steps::<E, A_K, B_K, BN, 2, ACTIVE>(
+                    st, &mut acc, wg, tid, s, parity, prev,
+                ),
+                3 => stage_steps::<E, A_K, B_K, BN, 3, ACTIVE>(
+                    st, &mut acc, wg, tid, s, parity, prev,
+                ),
+                _ => stage_steps::<E, A_K, B_K, BN, FULL, ACTIVE>(
+                    st, &mut acc, wg, tid, s, parity, prev,
+                ),
             }
         }
         prev = Some(s);

@@ -13,7 +13,7 @@
 //! only because that test finds them identical.
 //!
 //! Only [`mainloop`] decides the order, and it depends on nothing but K: no split-K, the
-//! tile width N of the wgmma (64, 128 or 256), the persistent grid and the tile order are
+//! tile width N of the wgmma (32 to 256), the persistent grid and the tile order are
 //! all free to vary with M, N and the GPU without changing a bit.
 //!
 //! Shape: a (128, BN) block tile, K staged 64 at a time through `stages(BN)` stages (4, 6
@@ -72,11 +72,17 @@ pub unsafe fn gemm<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: 
         let mut tile = first;
         while tile < schedule::tile_count(p) {
             let t = schedule::tile_coords::<{ config::BM }, BN>(p, tile);
-            // SAFETY: forwarded contract; the whole warpgroup runs this together.
-            let acc =
-                unsafe { mainloop::consume::<E, A_K, B_K, BN>(p, &st, wg - 1, tid % 128, &mut it) };
-            // SAFETY: forwarded contract.
-            // The epilogue's barrier ids are 1 + (wg - 1): one per consumer warpgroup, none
+            // A warpgroup whose 64 rows all lie past M computes nothing (small M).
+            let active = t.m0 + u64::from((wg - 1) * config::WG_M) < p.m;
+            // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
+            let acc = unsafe {
+                if active {
+                    mainloop::consume::<E, A_K, B_K, BN, true>(p, &st, wg - 1, tid % 128, &mut it)
+                } else {
+                    mainloop::consume::<E, A_K, B_K, BN, false>(p, &st, wg - 1, tid % 128, &mut it)
+                }
+            };
+            // SAFETY: forwarded contract. The epilogue's barrier ids are 1 + (wg - 1): one per consumer warpgroup, none
             // used by the producer.
             unsafe { epilogue::store::<BN>(p, &t, wg - 1, tid % 128, &acc, st.epilogue(wg - 1)) };
             tile += step;
