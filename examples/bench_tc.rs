@@ -5,8 +5,8 @@
 //! `cargo run --release --example bench_tc` on a machine with a GPU (set `SGEMM_BI_CUBLAS`
 //! to libcublas's path if it is not on the loader path).
 
-#[path = "bench_scalar/cublas.rs"]
-#[allow(dead_code)] // the SGEMM half of the wrapper serves bench_scalar
+#[path = "common/cublas.rs"]
+#[allow(dead_code)] // shared by the benchmarks; each uses part of it
 mod cublas;
 
 use std::ffi::c_void;

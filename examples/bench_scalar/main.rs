@@ -6,6 +6,8 @@
 //! off) for each shape, with the f32-FMA floor. cuBLAS's 16-bit tensor-core GEMM is listed
 //! for context: it is the tensor-core tier's opponent, not the scalar tier's.
 
+#[path = "../common/cublas.rs"]
+#[allow(dead_code)] // shared by the benchmarks; each uses part of it
 mod cublas;
 
 use std::ffi::c_void;

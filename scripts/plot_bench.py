@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Turn bench_suite's CSV into docs/perf-bench.md (the table, with date, GPU, driver and
+commit) and docs/perf-bench.png (TFLOP/s against M at fixed K and N: ours, cuBLAS default
+and cuBLASLt without workspace).
+
+    # on the GPU host
+    .gpu/examples/bench_suite --csv bench.csv --commit "$(git rev-parse --short HEAD)"
+    # here (needs matplotlib:  python3 -m pip install matplotlib)
+    python3 scripts/plot_bench.py bench.csv [--out-dir docs]
+
+The CSV is what examples/bench_suite/report.rs writes: `# key: value` header lines
+(`# note: …` lines are the table's footnotes), then one row per case with the columns of
+`CSV_COLUMNS` there. The markdown table here follows `report::markdown`; keep them in step.
+"""
+
+import argparse
+import csv
+import io
+import math
+import os
+import sys
+
+# Nominal H200 figures (../shared/design/ARCHITECTURE.md, "Physical") for the roofline.
+H200_BF16_TFLOPS = 989.0
+H200_TBPS = 4.3
+
+
+def read(path):
+    meta, notes, lines = [], [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#"):
+                key, _, value = line[1:].strip().partition(": ")
+                if key == "note":
+                    notes.append(value)
+                else:
+                    meta.append((key, value))
+            elif line.strip():
+                lines.append(line)
+    rows = list(csv.DictReader(io.StringIO("".join(lines))))
+    return meta, notes, rows
+
+
+def num(v):
+    return float(v) if v not in ("", None) else None
+
+
+def tflops(v):
+    if v is None:
+        return "–"
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}"
+
+
+def ratio(v):
+    return "–" if v is None else f"{v:.2f}"
+
+
+def gbs(v):
+    return "–" if v is None else f"{v:.0f}"
+
+
+def table(rows):
+    out = [
+        "| case | M × K × N | dtype | W | ours TFLOP/s | cuBLAS TFLOP/s | ratio | "
+        "cuBLASLt no-ws TFLOP/s | ratio | GB/s ours / cuBLAS / Lt | target | met |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        tier = " (scalar)" if r["tier"] == "scalar" else ""
+        bw = "–"
+        if r["memory_bound"] == "1":
+            bw = " / ".join(gbs(num(r[c])) for c in ("ours_gbs", "cublas_gbs", "cublaslt_gbs"))
+        out.append(
+            f"| {r['label']} | {r['m']} × {r['k']} × {r['n']} | {r['dtype']}{tier} | {r['weight']} "
+            f"| {tflops(num(r['ours_tflops']))} | {tflops(num(r['cublas_tflops']))} "
+            f"| {ratio(num(r['ratio']))} | {tflops(num(r['cublaslt_tflops']))} "
+            f"| {ratio(num(r['cublaslt_ratio']))} | {bw} | {r['target']} | {r['met']} |"
+        )
+    return out
+
+
+def summary(rows):
+    """One line: how many rows with a target met it."""
+    verdicts = [r["met"] for r in rows if r["met"] in ("yes", "near", "no")]
+    if not verdicts:
+        return "No row of this run has a target."
+    c = {v: verdicts.count(v) for v in ("yes", "near", "no")}
+    return (
+        f"Targets met: {c['yes']} of {len(verdicts)} rows"
+        f" ({c['near']} between the floor and the goal, {c['no']} below)."
+    )
+
+
+def forward_rows(rows, k, n):
+    """bf16 tensor-core forward rows at this K and N, by weight layout, sorted by M."""
+    by_weight = {}
+    for r in rows:
+        if r["group"] not in ("train", "small", "decode", "sweep"):
+            continue
+        if r["dtype"] != "bf16" or r["tier"] == "scalar":
+            continue
+        if int(r["k"]) != k or int(r["n"]) != n:
+            continue
+        by_weight.setdefault(r["weight"], {})[int(r["m"])] = r
+    return {w: [ms[m] for m in sorted(ms)] for w, ms in by_weight.items()}
+
+
+def plot(rows, meta, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(k, n, forward_rows(rows, k, n)) for k, n in ((4096, 4096), (4096, 14336))]
+    panels = [p for p in panels if any(len(v) >= 2 for v in p[2].values())]
+    if not panels:
+        print("plot_bench: no bf16 forward rows at K = 4096 to plot", file=sys.stderr)
+        return False
+    fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 5.2), squeeze=False)
+    meta = dict(meta)
+    h200 = "H200" in meta.get("gpu", "")
+    series = [
+        ("ours_tflops", "sgemm-bi (tensor cores)", "tab:blue", "o"),
+        ("cublas_tflops", "cuBLAS default", "tab:orange", "s"),
+        ("cublaslt_tflops", "cuBLASLt, no workspace", "tab:green", "^"),
+    ]
+    for ax, (k, n, by_weight) in zip(axes[0], panels):
+        all_m = sorted({int(r["m"]) for rs in by_weight.values() for r in rs})
+        for wi, (weight, rs) in enumerate(sorted(by_weight.items())):
+            suffix = f" (W {weight})" if len(by_weight) > 1 else ""
+            for column, label, color, marker in series:
+                pts = [(int(r["m"]), num(r[column])) for r in rs if num(r[column])]
+                if pts:
+                    ax.plot(
+                        *zip(*pts),
+                        marker=marker,
+                        color=color,
+                        linestyle="-" if wi == 0 else "--",
+                        label=label + suffix,
+                    )
+        if h200:
+            # TB/s × FLOP/byte = TFLOP/s; bf16 moves 2 bytes per element of X, W and Y.
+            lo, hi = math.log2(min(all_m)), math.log2(max(all_m))
+            ms = [2 ** (lo + (hi - lo) * i / 64) for i in range(65)]
+            roof = [
+                min(H200_BF16_TFLOPS, H200_TBPS * 2 * m * k * n / (2 * (m * k + k * n + m * n)))
+                for m in ms
+            ]
+            ax.plot(ms, roof, color="0.6", linestyle=":", label="H200 roofline (989 TFLOP/s, 4.3 TB/s)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(all_m)
+        ax.set_xticklabels([str(m) for m in all_m], rotation=45)
+        ax.set_xlabel("M (rows: tokens in the batch)")
+        ax.set_ylabel("TFLOP/s")
+        ax.set_title(f"bf16 forward, K = {k}, N = {n}")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(
+        f"{meta.get('gpu', '?')} · driver {meta.get('driver', '?')} · "
+        f"commit {meta.get('commit', '?')} · {meta.get('date', '?')}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def markdown(meta, notes, rows, csv_name, png_name):
+    out = [
+        "# Benchmark suite: sgemm-bi against cuBLAS",
+        "",
+        "Generated by `scripts/plot_bench.py` from the CSV of `.gpu/examples/bench_suite --csv "
+        f"{csv_name}` (source: `examples/bench_suite/`, the cases of issue 4's target table). "
+        "Do not edit by hand: run the suite again and then the script.",
+        "",
+    ]
+    out += [f"- {k}: {v}" for k, v in meta]
+    out += ["", f"![TFLOP/s against M, ours and both cuBLAS settings]({png_name})", ""]
+    out += table(rows)
+    out += ["", summary(rows), ""]
+    out += notes
+    return "\n".join(out) + "\n"
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("csv", help="the file bench_suite --csv wrote")
+    ap.add_argument("--out-dir", default=os.path.join(root, "docs"))
+    args = ap.parse_args()
+    meta, notes, rows = read(args.csv)
+    if not rows:
+        sys.exit(f"plot_bench: {args.csv} has no rows")
+    os.makedirs(args.out_dir, exist_ok=True)
+    md_path = os.path.join(args.out_dir, "perf-bench.md")
+    png_path = os.path.join(args.out_dir, "perf-bench.png")
+    with open(md_path, "w", encoding="utf-8") as f:
+        f.write(markdown(meta, notes, rows, os.path.basename(args.csv), "perf-bench.png"))
+    print(f"plot_bench: wrote {md_path}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        sys.exit("plot_bench: matplotlib is missing (python3 -m pip install matplotlib)")
+    if plot(rows, meta, png_path):
+        print(f"plot_bench: wrote {png_path}")
+
+
+if __name__ == "__main__":
+    main()
