@@ -807,3 +807,90 @@ fn the_mma_sync_and_wgmma_paths_give_the_same_bits() {
         "the two tensor-core paths give different bits"
     );
 }
+
+/// The Hopper path's clustered kernels (two blocks along M sharing each stage's B tile by
+/// multicast, picked for the widest tiles when there are several tile rows) give the
+/// mma.sync path's bits: odd tile-row counts (the last cluster's second block lies wholly
+/// past M), K tails, every layout, bias, accumulate and bf16 output, batches.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn clustered_tiles_give_the_same_bits() {
+    let Some(gpu) = gpu_engine() else { return };
+    if gpu.compute_capability() != Some((9, 0)) {
+        eprintln!("skipped: needs compute capability 9.0 for the Hopper path");
+        return;
+    }
+    let portable = Engine::with_tc_path(sgemm_bi::Device::Cuda(0), sgemm_bi::TcPath::Portable)
+        .expect("portable engine");
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0005);
+    // (M, N, K, batch): each gives at least 132 tiles of 128 × 256 (so BN = 256 and
+    // clusters), with 15, 16, 9 and 3 tile rows.
+    let shapes = [
+        (1900, 2560, 200, 1),
+        (2048, 2304, 1000, 1),
+        (1100, 4096, 72, 1),
+        (300, 2560, 129, 9),
+    ];
+    let mut outputs = 0;
+    for (case, &(m, n, k, batch)) in shapes.iter().enumerate() {
+        for (l, (la, lb)) in [
+            (Layout::RowMajor, Layout::RowMajor),
+            (Layout::RowMajor, Layout::ColMajor),
+            (Layout::ColMajor, Layout::RowMajor),
+            (Layout::ColMajor, Layout::ColMajor),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let dtype = DTYPES[(case + l) % 2];
+            let op = |layout: Layout, rows: usize, cols: usize| Operand {
+                dtype,
+                layout,
+                ld: if layout == Layout::RowMajor {
+                    cols
+                } else {
+                    rows
+                }
+                .next_multiple_of(8),
+                batch_stride: 0,
+            };
+            let (mut a, mut b) = (op(la, m, k), op(lb, k, n));
+            if batch > 1 {
+                a.batch_stride = span(a.layout, a.ld, m, k).next_multiple_of(8);
+                b.batch_stride = span(b.layout, b.ld, k, n).next_multiple_of(8);
+            }
+            let mode = match l {
+                0 => OutputMode::Overwrite(dtype),
+                1 => OutputMode::AccumulateF32,
+                _ => OutputMode::Overwrite(DType::F32),
+            };
+            let g = tensor(Gemm {
+                m,
+                n,
+                k,
+                batch,
+                a,
+                b,
+                bias: (l == 2).then_some(DType::F32),
+                c: Output {
+                    mode,
+                    ldc: n,
+                    batch_stride: if batch > 1 { m * n } else { 0 },
+                },
+                tier: Tier::TensorCores,
+            });
+            let p = Problem::random(g, &mut rng);
+            let x = p.on_gpu(&portable, &stream);
+            let y = p.on_gpu(&gpu, &stream);
+            outputs += x.len();
+            if let Some((i, px, py)) = first_difference(&x, &y) {
+                panic!(
+                    "{m}×{n}×{k} batch {batch} {dtype} {la:?}/{lb:?}: first difference at {i}: \
+                     mma.sync {px:#x}, clustered wgmma {py:#x}"
+                );
+            }
+        }
+    }
+    println!("clustered wgmma vs mma.sync: {outputs} outputs, all identical");
+}

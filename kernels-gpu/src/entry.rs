@@ -85,7 +85,7 @@ mod sm90a {
     use crate::params::HopperParams;
 
     macro_rules! hopper_entry {
-        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, bn: $bn:expr) => {
+        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, bn: $bn:expr, cluster: $c:expr) => {
             /// Hopper tensor-core GEMM entry point (see `hopper`).
             ///
             /// # Safety
@@ -97,41 +97,50 @@ mod sm90a {
                 let map_a = crate::kernel_param_generic_address!($name, 0);
                 let map_b = crate::kernel_param_generic_address!($name, 128);
                 // SAFETY: forwarded launch contract.
-                unsafe { hopper::gemm::<$elem, $a, $b, $bn>(&p.gemm, map_a, map_b) }
+                unsafe { hopper::gemm::<$elem, $a, $b, $bn, $c>(&p.gemm, map_a, map_b) }
             }
         };
     }
 
     macro_rules! hopper_entries {
-        ($($name:ident $elem:ty, $a:expr, $b:expr, $bn:expr;)*) => {
-            $(hopper_entry!($name, $elem, a_k_contiguous: $a, b_k_contiguous: $b, bn: $bn);)*
+        ($($name:ident $elem:ty, $a:expr, $b:expr, $bn:expr, $c:expr;)*) => {
+            $(hopper_entry!($name, $elem, a_k_contiguous: $a, b_k_contiguous: $b, bn: $bn, cluster: $c);)*
         };
     }
 
     hopper_entries! {
-        sgemm_bi_hopper_bf16_rr_n256 Bf16, true, false, 256;
-        sgemm_bi_hopper_bf16_rc_n256 Bf16, true, true, 256;
-        sgemm_bi_hopper_bf16_cr_n256 Bf16, false, false, 256;
-        sgemm_bi_hopper_bf16_cc_n256 Bf16, false, true, 256;
-        sgemm_bi_hopper_f16_rr_n256 F16, true, false, 256;
-        sgemm_bi_hopper_f16_rc_n256 F16, true, true, 256;
-        sgemm_bi_hopper_f16_cr_n256 F16, false, false, 256;
-        sgemm_bi_hopper_f16_cc_n256 F16, false, true, 256;
-        sgemm_bi_hopper_bf16_rr_n128 Bf16, true, false, 128;
-        sgemm_bi_hopper_bf16_rc_n128 Bf16, true, true, 128;
-        sgemm_bi_hopper_bf16_cr_n128 Bf16, false, false, 128;
-        sgemm_bi_hopper_bf16_cc_n128 Bf16, false, true, 128;
-        sgemm_bi_hopper_f16_rr_n128 F16, true, false, 128;
-        sgemm_bi_hopper_f16_rc_n128 F16, true, true, 128;
-        sgemm_bi_hopper_f16_cr_n128 F16, false, false, 128;
-        sgemm_bi_hopper_f16_cc_n128 F16, false, true, 128;
-        sgemm_bi_hopper_bf16_rr_n64 Bf16, true, false, 64;
-        sgemm_bi_hopper_bf16_rc_n64 Bf16, true, true, 64;
-        sgemm_bi_hopper_bf16_cr_n64 Bf16, false, false, 64;
-        sgemm_bi_hopper_bf16_cc_n64 Bf16, false, true, 64;
-        sgemm_bi_hopper_f16_rr_n64 F16, true, false, 64;
-        sgemm_bi_hopper_f16_rc_n64 F16, true, true, 64;
-        sgemm_bi_hopper_f16_cr_n64 F16, false, false, 64;
-        sgemm_bi_hopper_f16_cc_n64 F16, false, true, 64;
+        sgemm_bi_hopper_bf16_rr_n256 Bf16, true, false, 256, 1;
+        sgemm_bi_hopper_bf16_rc_n256 Bf16, true, true, 256, 1;
+        sgemm_bi_hopper_bf16_cr_n256 Bf16, false, false, 256, 1;
+        sgemm_bi_hopper_bf16_cc_n256 Bf16, false, true, 256, 1;
+        sgemm_bi_hopper_f16_rr_n256 F16, true, false, 256, 1;
+        sgemm_bi_hopper_f16_rc_n256 F16, true, true, 256, 1;
+        sgemm_bi_hopper_f16_cr_n256 F16, false, false, 256, 1;
+        sgemm_bi_hopper_f16_cc_n256 F16, false, true, 256, 1;
+        sgemm_bi_hopper_bf16_rr_n128 Bf16, true, false, 128, 1;
+        sgemm_bi_hopper_bf16_rc_n128 Bf16, true, true, 128, 1;
+        sgemm_bi_hopper_bf16_cr_n128 Bf16, false, false, 128, 1;
+        sgemm_bi_hopper_bf16_cc_n128 Bf16, false, true, 128, 1;
+        sgemm_bi_hopper_f16_rr_n128 F16, true, false, 128, 1;
+        sgemm_bi_hopper_f16_rc_n128 F16, true, true, 128, 1;
+        sgemm_bi_hopper_f16_cr_n128 F16, false, false, 128, 1;
+        sgemm_bi_hopper_f16_cc_n128 F16, false, true, 128, 1;
+        sgemm_bi_hopper_bf16_rr_n64 Bf16, true, false, 64, 1;
+        sgemm_bi_hopper_bf16_rc_n64 Bf16, true, true, 64, 1;
+        sgemm_bi_hopper_bf16_cr_n64 Bf16, false, false, 64, 1;
+        sgemm_bi_hopper_bf16_cc_n64 Bf16, false, true, 64, 1;
+        sgemm_bi_hopper_f16_rr_n64 F16, true, false, 64, 1;
+        sgemm_bi_hopper_f16_rc_n64 F16, true, true, 64, 1;
+        sgemm_bi_hopper_f16_cr_n64 F16, false, false, 64, 1;
+        sgemm_bi_hopper_f16_cc_n64 F16, false, true, 64, 1;
+        // Clusters of two blocks along M sharing each stage's B tile (multicast).
+        sgemm_bi_hopper_bf16_rr_n256_x2 Bf16, true, false, 256, 2;
+        sgemm_bi_hopper_bf16_rc_n256_x2 Bf16, true, true, 256, 2;
+        sgemm_bi_hopper_bf16_cr_n256_x2 Bf16, false, false, 256, 2;
+        sgemm_bi_hopper_bf16_cc_n256_x2 Bf16, false, true, 256, 2;
+        sgemm_bi_hopper_f16_rr_n256_x2 F16, true, false, 256, 2;
+        sgemm_bi_hopper_f16_rc_n256_x2 F16, true, true, 256, 2;
+        sgemm_bi_hopper_f16_cr_n256_x2 F16, false, false, 256, 2;
+        sgemm_bi_hopper_f16_cc_n256_x2 F16, false, true, 256, 2;
     }
 }

@@ -34,18 +34,25 @@ pub fn tile_count(p: &GemmParams) -> u64 {
 /// Maps a linear tile index (below [`tile_count`]) to its `BM × BN` tile.
 #[inline(always)]
 pub fn tile_coords<const BM: u32, const BN: u32>(p: &GemmParams, tile: u64) -> Tile {
+    tile_at(p, tile, BM as u64, BN as u64)
+}
+
+/// [`tile_coords`] with the tile's extent as values (for tiles of clusters, whose height is
+/// a multiple of the block's); `p.tiles_m` counts tiles of `rows`.
+#[inline(always)]
+pub fn tile_at(p: &GemmParams, tile: u64, rows: u64, cols: u64) -> Tile {
     let (batch, t) = div_rem(tile, p.tiles_m * p.tiles_n);
     let (group, in_group) = div_rem(t, GROUP_M * p.tiles_n);
     let first_m = group * GROUP_M;
-    let rows = if p.tiles_m - first_m < GROUP_M {
+    let group_rows = if p.tiles_m - first_m < GROUP_M {
         p.tiles_m - first_m
     } else {
         GROUP_M
     };
-    let (tn, tm_in_group) = div_rem(in_group, rows);
+    let (tn, tm_in_group) = div_rem(in_group, group_rows);
     Tile {
         batch,
-        m0: (first_m + tm_in_group) * BM as u64,
-        n0: tn * BN as u64,
+        m0: (first_m + tm_in_group) * rows,
+        n0: tn * cols,
     }
 }

@@ -66,10 +66,29 @@ pub(crate) fn tile_n(g: &Gemm, sms: usize) -> u32 {
         .unwrap_or(BN_CHOICES[BN_CHOICES.len() - 1])
 }
 
+/// The tile width of the kernels built for clusters of two blocks.
+const CLUSTER_BN: u32 = 256;
+
+/// Blocks per cluster for `g` at tile width `bn`: 2 (neighbouring tiles along M share each
+/// stage's B tile through multicast) for the widest tiles when there are at least two tile
+/// rows, else 1. Like the tile width, it never changes a bit.
+pub(crate) fn cluster_size(g: &Gemm, bn: u32) -> u32 {
+    if bn == CLUSTER_BN && g.m > BM as usize {
+        2
+    } else {
+        1
+    }
+}
+
 /// The entry point in the sm90a module.
-pub(crate) fn entry_name(dtype: DType, layouts: (Layout, Layout), bn: u32) -> String {
+pub(crate) fn entry_name(dtype: DType, layouts: (Layout, Layout), bn: u32, cluster: u32) -> String {
+    let suffix = if cluster > 1 {
+        format!("_x{cluster}")
+    } else {
+        String::new()
+    };
     format!(
-        "sgemm_bi_hopper_{}_{}_n{bn}",
+        "sgemm_bi_hopper_{}_{}_n{bn}{suffix}",
         dtype.name(),
         layout_suffix(layouts)
     )
@@ -172,40 +191,50 @@ fn index(dtype: DType, layouts: (Layout, Layout), bn: u32) -> (usize, usize, usi
     )
 }
 
-/// The Hopper entry points: `[dtype][layout pair][tile width]`.
+/// The Hopper entry points: `[dtype][layout pair][tile width]`, and the clustered ones
+/// (tile width CLUSTER_BN, clusters of 2) `[dtype][layout pair]`.
 pub(crate) struct HopperKernels {
     functions: [[[sys::CUfunction; BN_CHOICES.len()]; 4]; 2],
+    clustered: [[sys::CUfunction; 4]; 2],
     sms: usize,
+}
+
+/// Looks `name` up and allows it the dynamic shared memory every Hopper kernel needs.
+fn load_one(get: &dyn Fn(&str) -> Result<sys::CUfunction>, name: &str) -> Result<sys::CUfunction> {
+    let f = get(name)?;
+    // SAFETY: `f` is a function of a loaded module, the context is current.
+    unsafe {
+        result::function::set_function_attribute(
+            f,
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            SMEM_BYTES as i32,
+        )
+    }
+    .map_err(|e| Error::Driver {
+        call: "cuFuncSetAttribute",
+        message: format!("{name}: {e}"),
+    })?;
+    Ok(f)
 }
 
 impl HopperKernels {
     /// Looks every entry point up and allows it the dynamic shared memory it needs.
     pub(crate) fn load(get: &dyn Fn(&str) -> Result<sys::CUfunction>, sms: usize) -> Result<Self> {
         let mut functions = [[[std::ptr::null_mut(); BN_CHOICES.len()]; 4]; 2];
+        let mut clustered = [[std::ptr::null_mut(); 4]; 2];
         for dtype in DTYPES {
             for layouts in LAYOUTS {
                 for bn in BN_CHOICES {
-                    let name = entry_name(dtype, layouts, bn);
-                    let f = get(&name)?;
-                    // SAFETY: `f` is a function of a loaded module, the context is current.
-                    unsafe {
-                        result::function::set_function_attribute(
-                            f,
-                            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                            SMEM_BYTES as i32,
-                        )
-                    }
-                    .map_err(|e| Error::Driver {
-                        call: "cuFuncSetAttribute",
-                        message: format!("{name}: {e}"),
-                    })?;
                     let (d, l, n) = index(dtype, layouts, bn);
-                    functions[d][l][n] = f;
+                    functions[d][l][n] = load_one(get, &entry_name(dtype, layouts, bn, 1))?;
                 }
+                let (d, l, _) = index(dtype, layouts, CLUSTER_BN);
+                clustered[d][l] = load_one(get, &entry_name(dtype, layouts, CLUSTER_BN, 2))?;
             }
         }
         Ok(HopperKernels {
             functions,
+            clustered,
             sms: sms.max(1),
         })
     }
@@ -221,44 +250,72 @@ impl HopperKernels {
         stream: sys::CUstream,
     ) -> Result<()> {
         let bn = tile_n(g, self.sms);
+        let cluster = cluster_size(g, bn);
         let layouts = (g.a.layout, g.b.layout);
-        let name = || entry_name(g.a.dtype, layouts, bn);
+        let name = || entry_name(g.a.dtype, layouts, bn, cluster);
         let map_err = |message: String| Error::Launch {
             kernel: name(),
             message,
         };
         // A is (M, K): K-contiguous when row-major; B is (K, N), seen as (N, K): K-contiguous
-        // when column-major.
+        // when column-major. In a cluster each block copies 1 / cluster of the B tile.
         let a_k = g.a.layout == Layout::RowMajor;
         let b_k = g.b.layout == Layout::ColMajor;
         let map_a = operand_map(&g.a, a_k, p.a as usize, g.m, g.k, g.batch, BM).map_err(map_err)?;
-        let map_b = operand_map(&g.b, b_k, p.b as usize, g.n, g.k, g.batch, bn).map_err(map_err)?;
+        let b_box = bn / cluster;
+        let map_b =
+            operand_map(&g.b, b_k, p.b as usize, g.n, g.k, g.batch, b_box).map_err(map_err)?;
         let mut params = HopperParams {
             map_a,
             map_b,
             gemm: gemm_params(g, p, BM, bn),
         };
-        let tiles = params.gemm.tiles_m * params.gemm.tiles_n * params.gemm.batch;
-        let grid = tiles.min(self.sms as u64) as u32;
+        // Persistent: one block per SM at most, whole clusters, each cluster a tile of
+        // `cluster` tile rows.
+        let gm = &params.gemm;
+        let cluster_tiles = gm.tiles_m.div_ceil(cluster as u64) * gm.tiles_n * gm.batch;
+        let clusters = cluster_tiles.min((self.sms / cluster as usize).max(1) as u64) as u32;
+        let grid = clusters * cluster;
         let (d, l, n) = index(g.a.dtype, layouts, bn);
+        let function = if cluster > 1 {
+            self.clustered[d][l]
+        } else {
+            self.functions[d][l][n]
+        };
         let mut args = [&mut params as *mut HopperParams as *mut std::ffi::c_void];
+        // SAFETY: `value` is a plain-data union; the cluster-dimension member is the one the
+        // attribute id below names.
+        let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attribute.value.clusterDim.x = cluster;
+        attribute.value.clusterDim.y = 1;
+        attribute.value.clusterDim.z = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: THREADS,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: SMEM_BYTES,
+            hStream: stream,
+            attrs: &mut attribute,
+            numAttrs: 1,
+        };
         // SAFETY: the function takes exactly one HopperParams by value (shared definition);
         // block size and shared memory are the ones it is built for (limit raised at load);
-        // the maps describe the caller's buffers, valid for the work on `stream`.
-        unsafe {
-            result::launch_kernel(
-                self.functions[d][l][n],
-                (grid, 1, 1),
-                (THREADS, 1, 1),
-                SMEM_BYTES,
-                stream,
-                &mut args,
-            )
+        // the grid is whole clusters of the size the kernel was built for; the maps describe
+        // the caller's buffers, valid for the work on `stream`.
+        let status = unsafe {
+            sys::cuLaunchKernelEx(&config, function, args.as_mut_ptr(), std::ptr::null_mut())
+        };
+        if status != sys::CUresult::CUDA_SUCCESS {
+            return Err(Error::Launch {
+                kernel: name(),
+                message: format!("cuLaunchKernelEx: {status:?}"),
+            });
         }
-        .map_err(|e| Error::Launch {
-            kernel: name(),
-            message: e.to_string(),
-        })
+        Ok(())
     }
 }
 
@@ -271,7 +328,11 @@ mod tests {
         let op = |layout, rows: usize, cols: usize| Operand {
             dtype: DType::BF16,
             layout,
-            ld: if layout == Layout::RowMajor { cols } else { rows },
+            ld: if layout == Layout::RowMajor {
+                cols
+            } else {
+                rows
+            },
             batch_stride: 0,
         };
         Gemm {
@@ -308,5 +369,19 @@ mod tests {
             assert_eq!(tile_n(&gemm(16384, 4096, 4096, layouts), 132), 256);
             assert_eq!(tile_n(&gemm(1000, 100, 64, layouts), 1), 256);
         }
+    }
+
+    /// Clusters only for the widest tiles with at least two tile rows to pair.
+    #[test]
+    fn clusters_pair_tile_rows_of_the_widest_tiles() {
+        let layouts = LAYOUTS[0];
+        assert_eq!(cluster_size(&gemm(16384, 4096, 4096, layouts), 256), 2);
+        assert_eq!(cluster_size(&gemm(129, 4096, 4096, layouts), 256), 2);
+        assert_eq!(cluster_size(&gemm(128, 40960, 4096, layouts), 256), 1);
+        assert_eq!(cluster_size(&gemm(16384, 4096, 4096, layouts), 128), 1);
+        assert_eq!(
+            entry_name(DType::BF16, layouts, 256, 2),
+            "sgemm_bi_hopper_bf16_rr_n256_x2"
+        );
     }
 }

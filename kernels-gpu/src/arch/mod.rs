@@ -2,6 +2,8 @@
 //! body; no other module writes `asm!`. The sm_90a instructions (wgmma, the bulk tensor
 //! copy, mbarrier transactions, setmaxnreg) are compiled only into the `sm90a` module.
 
+#[cfg(sgemm_bi_sm90a)]
+pub mod cluster;
 pub mod convert;
 pub mod cp_async;
 pub mod global;

@@ -30,6 +30,39 @@ pub unsafe fn cp_async_bulk_tensor_3d(dst: u32, map: u64, c0: i32, c1: i32, c2: 
     };
 }
 
+/// `cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster`:
+/// as [`cp_async_bulk_tensor_3d`], but the box is written to shared `dst` of every CTA of the
+/// cluster in `cta_mask` (bit i = CTA rank i), each completing on its own barrier at the
+/// same shared offset as `bar`.
+///
+/// # Safety
+/// As for [`cp_async_bulk_tensor_3d`], in every CTA of the mask: the kernel runs in clusters
+/// that hold those ranks, and each destination CTA's barrier at `bar` expects these bytes
+/// and stays alive (the CTA does not exit) until they land.
+#[inline(always)]
+pub unsafe fn cp_async_bulk_tensor_3d_multicast(
+    dst: u32,
+    map: u64,
+    coords: [i32; 3],
+    bar: u32,
+    cta_mask: u16,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [{d}], [{m}, {{{c0}, {c1}, {c2}}}], [{b}], {k};",
+            d = in(reg32) dst,
+            m = in(reg64) map,
+            c0 = in(reg32) coords[0],
+            c1 = in(reg32) coords[1],
+            c2 = in(reg32) coords[2],
+            b = in(reg32) bar,
+            k = in(reg16) cta_mask,
+            options(nostack)
+        )
+    };
+}
+
 /// `fence.proxy.async.shared::cta`: orders this thread's generic-proxy shared-memory accesses
 /// with later async-proxy ones (copy engine, wgmma).
 #[inline(always)]

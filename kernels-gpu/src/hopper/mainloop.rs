@@ -12,15 +12,17 @@ use super::config::{
     stage_bytes, stages, A_BYTES, BARRIER_BYTES, BK, BM, BOX_BYTES, CONSUMERS, EPILOGUE_BYTES,
     MMA_K, STAGE_AREA, SWIZZLE_ELEMS,
 };
+use super::walk::Walk;
+use crate::arch::cluster::{mapa_shared_cluster, mbarrier_arrive_cluster};
 use crate::arch::mbarrier::{
     fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
     mbarrier_try_wait_parity,
 };
-use crate::arch::tma::cp_async_bulk_tensor_3d;
+use crate::arch::tma::{cp_async_bulk_tensor_3d, cp_async_bulk_tensor_3d_multicast};
 use crate::arch::wgmma::{wgmma_commit_group, wgmma_fence, wgmma_fence_operands, wgmma_wait_group};
 use crate::element::WgmmaElement;
 use crate::params::GemmParams;
-use crate::schedule::{tile_coords, tile_count, Tile};
+use crate::schedule::Tile;
 
 /// The stages and barriers of one block, for tile width `BN`.
 pub struct Stages<const BN: u32> {
@@ -58,17 +60,20 @@ impl<const BN: u32> Stages<BN> {
         self.base + STAGE_AREA + BARRIER_BYTES + wg * EPILOGUE_BYTES
     }
 
-    /// Initialises every barrier. One thread calls it, before a block-wide barrier.
+    /// Initialises every barrier for clusters of `cluster` blocks. One thread calls it,
+    /// before a block-wide (cluster-wide, with clusters) barrier.
     ///
     /// # Safety
     /// The barriers lie inside the block's shared memory (`config::SMEM_BYTES`).
     #[inline(always)]
-    pub unsafe fn init(&self) {
+    pub unsafe fn init(&self, cluster: u32) {
         for s in 0..Self::COUNT {
             // SAFETY: forwarded contract; nothing else touches the barriers yet.
             unsafe {
                 mbarrier_init(self.full(s), 1);
-                mbarrier_init(self.empty(s), CONSUMERS * 4);
+                // Every consumer warp of every block of the cluster releases each stage:
+                // the blocks write into each other's stages.
+                mbarrier_init(self.empty(s), CONSUMERS * 4 * cluster);
             }
         }
         fence_mbarrier_init();
@@ -100,26 +105,33 @@ fn batch_coord(stride: u64, batch: u64) -> i32 {
 }
 
 /// The producer: one thread issuing every TMA copy of every tile this block owns, in the
-/// same order the consumers read them.
+/// same order the consumers read them. With clusters, each block copies its A tile and its
+/// `1 / CLUSTER` part of the shared B tile, the latter to every block of the cluster; its
+/// `full` barrier expects the whole stage either way. Before it returns it waits until
+/// every block's consumers have released every stage, so that no peer still signals or
+/// writes this block's shared memory after it exits.
 ///
 /// # Safety
 /// One thread of the block; `map_a` and `map_b` are the tensor maps the host built for the
-/// operands' layouts (box (64, BM) / (64, BN) K-contiguous, (64, 64) otherwise); the
-/// barriers are initialised.
+/// operands' layouts (box (64, BM) / (64, BN / CLUSTER) K-contiguous, (64, 64) otherwise);
+/// the barriers are initialised (and, with clusters, the cluster synchronised after that).
 #[inline(always)]
-pub unsafe fn produce<const A_K: bool, const B_K: bool, const BN: u32>(
+pub unsafe fn produce<const A_K: bool, const B_K: bool, const BN: u32, const CLUSTER: u32>(
     p: &GemmParams,
     st: &Stages<BN>,
     map_a: u64,
     map_b: u64,
-    first_tile: u64,
-    tile_step: u64,
+    walk: &Walk<CLUSTER>,
+    rank: u32,
 ) {
     let kt_count = k_tiles(p);
     let mut it = 0u32;
-    let mut tile = first_tile;
-    while tile < tile_count(p) {
-        let t: Tile = tile_coords::<BM, BN>(p, tile);
+    let (mut tile, step) = walk.range();
+    // This block's part of the B tile: rows (K-contiguous) or 64-wide boxes (N-contiguous).
+    let b_part = BN / CLUSTER;
+    let all: u16 = ((1u32 << CLUSTER) - 1) as u16;
+    while tile < walk.count() {
+        let t: Tile = walk.tile::<BN>(tile);
         let (ba, bb) = (
             batch_coord(p.batch_stride_a, t.batch),
             batch_coord(p.batch_stride_b, t.batch),
@@ -131,7 +143,8 @@ pub unsafe fn produce<const A_K: bool, const B_K: bool, const BN: u32>(
             let full = st.full(s);
             let k0 = (kt * BK) as i32;
             // SAFETY (all): initialised barriers; stage s lies in shared memory and is free
-            // once its `empty` phase completed; the maps are valid (forwarded contract).
+            // in every block of the cluster once its `empty` phase completed; the maps are
+            // valid (forwarded contract).
             unsafe {
                 Stages::<BN>::wait(st.empty(s), parity ^ 1);
                 mbarrier_arrive_expect_tx(full, stage_bytes(BN));
@@ -143,18 +156,73 @@ pub unsafe fn produce<const A_K: bool, const B_K: bool, const BN: u32>(
                         cp_async_bulk_tensor_3d(st.a(s) + i * BOX_BYTES, map_a, m, k0, ba, full);
                     }
                 }
-                if B_K {
-                    cp_async_bulk_tensor_3d(st.b(s), map_b, k0, n0, bb, full);
+                if CLUSTER == 1 {
+                    if B_K {
+                        cp_async_bulk_tensor_3d(st.b(s), map_b, k0, n0, bb, full);
+                    } else {
+                        for i in 0..BN / SWIZZLE_ELEMS {
+                            let n = n0 + (i * SWIZZLE_ELEMS) as i32;
+                            cp_async_bulk_tensor_3d(
+                                st.b(s) + i * BOX_BYTES,
+                                map_b,
+                                n,
+                                k0,
+                                bb,
+                                full,
+                            );
+                        }
+                    }
+                } else if B_K {
+                    let r0 = rank * b_part;
+                    let dst = st.b(s) + r0 * 128;
+                    cp_async_bulk_tensor_3d_multicast(
+                        dst,
+                        map_b,
+                        [k0, n0 + r0 as i32, bb],
+                        full,
+                        all,
+                    );
                 } else {
-                    for i in 0..BN / SWIZZLE_ELEMS {
+                    // A constant trip count: the producer lives on 40 registers.
+                    for j in 0..b_part / SWIZZLE_ELEMS {
+                        let i = rank * (b_part / SWIZZLE_ELEMS) + j;
                         let n = n0 + (i * SWIZZLE_ELEMS) as i32;
-                        cp_async_bulk_tensor_3d(st.b(s) + i * BOX_BYTES, map_b, n, k0, bb, full);
+                        let dst = st.b(s) + i * BOX_BYTES;
+                        cp_async_bulk_tensor_3d_multicast(dst, map_b, [n, k0, bb], full, all);
                     }
                 }
             }
             it += 1;
         }
-        tile += tile_step;
+        tile += step;
+    }
+    if CLUSTER > 1 {
+        for _ in 0..Stages::<BN>::COUNT {
+            let s = it % Stages::<BN>::COUNT;
+            let parity = (it / Stages::<BN>::COUNT) & 1;
+            // SAFETY: initialised barrier.
+            unsafe { Stages::<BN>::wait(st.empty(s), parity ^ 1) };
+            it += 1;
+        }
+    }
+}
+
+/// Releases stage `s` after this warp's wgmmas have read it: one arrival on the stage's
+/// `empty` barrier in every block of the cluster (they all write into this block's stage).
+///
+/// # Safety
+/// Lane 0 of each consumer warp calls it once per stage use; every block of the cluster is
+/// still running (the producers wait for these arrivals before they exit).
+#[inline(always)]
+unsafe fn release_stage<const BN: u32, const CLUSTER: u32>(st: &Stages<BN>, s: u32) {
+    if CLUSTER == 1 {
+        // SAFETY: initialised barrier.
+        unsafe { mbarrier_arrive(st.empty(s)) };
+    } else {
+        for rank in 0..CLUSTER {
+            // SAFETY: forwarded contract.
+            unsafe { mbarrier_arrive_cluster(mapa_shared_cluster(st.empty(s), rank)) };
+        }
     }
 }
 
@@ -219,6 +287,7 @@ unsafe fn stage_steps<
     const BN: u32,
     const STEPS: u32,
     const ACTIVE: bool,
+    const CLUSTER: u32,
 >(
     st: &Stages<BN>,
     acc: &mut [f32; 128],
@@ -248,8 +317,8 @@ unsafe fn stage_steps<
     // The previous stage's group has completed: its shared memory may be refilled.
     if let Some(prev) = release {
         if tid % 32 == 0 {
-            // SAFETY: initialised barrier.
-            unsafe { mbarrier_arrive(st.empty(prev)) };
+            // SAFETY: once per stage use, by lane 0 (forwarded contract).
+            unsafe { release_stage::<BN, CLUSTER>(st, prev) };
         }
     }
 }
@@ -273,6 +342,7 @@ pub unsafe fn consume<
     const B_K: bool,
     const BN: u32,
     const ACTIVE: bool,
+    const CLUSTER: u32,
 >(
     p: &GemmParams,
     st: &Stages<BN>,
@@ -293,7 +363,9 @@ pub unsafe fn consume<
         let parity = (*it / Stages::<BN>::COUNT) & 1;
         // SAFETY: forwarded contract.
         unsafe {
-            stage_steps::<E, A_K, B_K, BN, FULL, ACTIVE>(st, &mut acc, wg, tid, s, parity, prev)
+            stage_steps::<E, A_K, B_K, BN, FULL, ACTIVE, CLUSTER>(
+                st, &mut acc, wg, tid, s, parity, prev,
+            )
         };
         prev = Some(s);
         *it += 1;
@@ -304,16 +376,16 @@ pub unsafe fn consume<
         // SAFETY (all arms): forwarded contract.
         unsafe {
             match tail_steps {
-                1 => stage_steps::<E, A_K, B_K, BN, 1, ACTIVE>(
+                1 => stage_steps::<E, A_K, B_K, BN, 1, ACTIVE, CLUSTER>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
-                2 => stage_steps::<E, A_K, B_K, BN, 2, ACTIVE>(
+                2 => stage_steps::<E, A_K, B_K, BN, 2, ACTIVE, CLUSTER>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
-                3 => stage_steps::<E, A_K, B_K, BN, 3, ACTIVE>(
+                3 => stage_steps::<E, A_K, B_K, BN, 3, ACTIVE, CLUSTER>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
-                _ => stage_steps::<E, A_K, B_K, BN, FULL, ACTIVE>(
+                _ => stage_steps::<E, A_K, B_K, BN, FULL, ACTIVE, CLUSTER>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
             }
@@ -325,8 +397,8 @@ pub unsafe fn consume<
     wgmma_fence_operands(&mut acc);
     if let Some(last) = prev {
         if tid % 32 == 0 {
-            // SAFETY: initialised barrier.
-            unsafe { mbarrier_arrive(st.empty(last)) };
+            // SAFETY: once per stage use, by lane 0 (forwarded contract).
+            unsafe { release_stage::<BN, CLUSTER>(st, last) };
         }
     }
     acc

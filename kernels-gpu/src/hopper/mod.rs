@@ -24,25 +24,35 @@
 pub mod config;
 pub mod epilogue;
 pub mod mainloop;
+pub mod walk;
 
+use crate::arch::cluster::{cluster_ctarank, cluster_sync};
 use crate::arch::shared::dyn_smem_base;
 use crate::arch::sync::{bar_sync, setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::prefetch_tensormap;
 use crate::element::WgmmaElement;
 use crate::params::GemmParams;
-use crate::schedule;
 use config::{CONSUMER_REGS, PRODUCER_REGS};
-use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
+use core::arch::nvptx::_thread_idx_x;
 use mainloop::Stages;
+use walk::Walk;
 
-/// The whole kernel (A is contiguous along K when row-major, B when column-major).
+/// The whole kernel (A is contiguous along K when row-major, B when column-major), in
+/// clusters of `CLUSTER` blocks along M (1: no clusters; see `walk`).
 ///
 /// # Safety
 /// `p` describes buffers valid for the spans the host validated; `map_a` and `map_b` are
 /// generic addresses of tensor maps built for them (`host/src/cuda/hopper.rs`); the block
-/// has `config::THREADS` threads and `config::SMEM_BYTES` of dynamic shared memory.
+/// has `config::THREADS` threads and `config::SMEM_BYTES` of dynamic shared memory; with
+/// `CLUSTER` > 1 the grid is launched in clusters of `CLUSTER` blocks along x.
 #[inline(always)]
-pub unsafe fn gemm<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: u32>(
+pub unsafe fn gemm<
+    E: WgmmaElement,
+    const A_K: bool,
+    const B_K: bool,
+    const BN: u32,
+    const CLUSTER: u32,
+>(
     p: &GemmParams,
     map_a: u64,
     map_b: u64,
@@ -50,12 +60,19 @@ pub unsafe fn gemm<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: 
     let tid = _thread_idx_x() as u32;
     let wg = tid / 128;
     let st = Stages::<BN>::new((dyn_smem_base() + 1023) & !1023);
+    let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
     if tid == 0 {
         // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
-        unsafe { st.init() };
+        unsafe { st.init(CLUSTER) };
     }
-    bar_sync();
-    let (first, step) = (_block_idx_x() as u64, _grid_dim_x() as u64);
+    // The peers signal this block's barriers: they must see them initialised.
+    if CLUSTER > 1 {
+        cluster_sync();
+    } else {
+        bar_sync();
+    }
+    // SAFETY: `rank` is this block's rank in its cluster (forwarded launch contract).
+    let walk = unsafe { Walk::<CLUSTER>::new(p, rank) };
     if wg == 0 {
         setmaxnreg_dec::<PRODUCER_REGS>();
         if tid == 0 {
@@ -63,27 +80,40 @@ pub unsafe fn gemm<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: 
             unsafe {
                 prefetch_tensormap(map_a);
                 prefetch_tensormap(map_b);
-                mainloop::produce::<A_K, B_K, BN>(p, &st, map_a, map_b, first, step);
+                mainloop::produce::<A_K, B_K, BN, CLUSTER>(p, &st, map_a, map_b, &walk, rank);
             }
         }
     } else {
         setmaxnreg_inc::<CONSUMER_REGS>();
         let mut it = 0u32;
-        let mut tile = first;
-        while tile < schedule::tile_count(p) {
-            let t = schedule::tile_coords::<{ config::BM }, BN>(p, tile);
-            // A warpgroup whose 64 rows all lie past M computes nothing (small M).
+        let (mut tile, step) = walk.range();
+        while tile < walk.count() {
+            let t = walk.tile::<BN>(tile);
+            // A warpgroup whose 64 rows all lie past M computes nothing (small M, and the
+            // rows of a cluster tile past M).
             let active = t.m0 + u64::from((wg - 1) * config::WG_M) < p.m;
             // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
             let acc = unsafe {
                 if active {
-                    mainloop::consume::<E, A_K, B_K, BN, true>(p, &st, wg - 1, tid % 128, &mut it)
+                    mainloop::consume::<E, A_K, B_K, BN, true, CLUSTER>(
+                        p,
+                        &st,
+                        wg - 1,
+                        tid % 128,
+                        &mut it,
+                    )
                 } else {
-                    mainloop::consume::<E, A_K, B_K, BN, false>(p, &st, wg - 1, tid % 128, &mut it)
+                    mainloop::consume::<E, A_K, B_K, BN, false, CLUSTER>(
+                        p,
+                        &st,
+                        wg - 1,
+                        tid % 128,
+                        &mut it,
+                    )
                 }
             };
-            // SAFETY: forwarded contract. The epilogue's barrier ids are 1 + (wg - 1): one per consumer warpgroup, none
-            // used by the producer.
+            // SAFETY: forwarded contract. The epilogue's barrier ids are 1 + (wg - 1): one
+            // per consumer warpgroup, none used by the producer.
             unsafe { epilogue::store::<BN>(p, &t, wg - 1, tid % 128, &acc, st.epilogue(wg - 1)) };
             tile += step;
         }

@@ -12,28 +12,32 @@
 //! in bf16/f16), and one round-to-nearest-even to the output dtype.
 //!
 //! **The step's arithmetic on sm_90** (measured on an H200; the CPU backend computes it,
-//! `host/src/cpu/tensor_model/`). With the accumulator c and the 16 exact products
-//! `p_t = a_t · b_t` of one step:
+//! `host/src/cpu/tensor_model/`). With the accumulator c, the 16 exact products
+//! `p_t = a_t · b_t` of one step, and `e(x)` the exponent of x's encoding — `⌊log2 |x|⌋`
+//! for a normal x, the format's smallest normal exponent for a subnormal one (−126 for bf16
+//! and for c, −14 for f16), not its own:
 //!
-//! 1. E = the largest of `exp(a_t) + exp(b_t)` over the nonzero products and `exp(c)` when
-//!    c ≠ 0, where `exp(x) = ⌊log2 |x|⌋` (a subnormal input counts with its own exponent),
-//!    except that a subnormal accumulator counts as −126;
+//! 1. E = the largest of `e(a_t) + e(b_t)` over the nonzero products, `e(c)` when c ≠ 0,
+//!    and −133;
 //! 2. c and every p_t are truncated toward zero to a multiple of 2^(E−25);
 //! 3. the truncated terms are summed exactly;
 //! 4. the sum is truncated toward zero to f32 (to the subnormal grid below 2^−126); a
-//!    magnitude ≥ 2^128 becomes ±Inf, an exact zero +0.0.
+//!    magnitude ≥ 2^128 becomes ±Inf, and a sum that is zero or truncates to zero +0.0.
 //!
-//! This reproduces all 196,608 recorded outputs (bf16 and f16, six distributions; mma.sync
-//! and wgmma agree on every one), and on sm_90 it *defines* the tier's bits. What the
-//! recordings do not cover is the model's choice, **to be confirmed on the H200**: NaN and
-//! Inf inputs follow IEEE 754 (NaN for a NaN operand, for Inf · 0 and for infinities of both
-//! signs, else the infinity); a subnormal input counts with its own exponent (the
-//! recordings fit −14 for f16 as well, and have no bf16 subnormals); a zero result is +0.0
-//! when the sum is exactly zero and takes the sum's sign when a nonzero sum truncates to
-//! zero (no recorded output is zero); K tails and chains longer than four steps. Other GPU
-//! families (sm_80, sm_100, …) may compute a step differently, and their bits are then
-//! theirs only; `tests/gpu_tc_model.rs` (the CPU model against the GPU, bit for bit) is how
-//! to check one.
+//! NaN and Inf follow IEEE 754: NaN for a NaN operand or accumulator, for Inf · 0 and for
+//! infinities of both signs, else the infinity.
+//!
+//! On sm_90 this model *defines* the tier's bits. It reproduces all 196,608 recorded outputs
+//! (`tests/data/tc-h200/`: bf16 and f16, six distributions; mma.sync and wgmma agree on
+//! every one) and the H200's bits on all 6,283,105 outputs of the wider comparison of
+//! 2026-11-29 (`tests/gpu_tc_model.rs`: every distribution, layout and K tail, long K,
+//! NaN / Inf / Inf · 0, subnormal inputs in bf16 and f16, random calls with bias and
+//! accumulate modes), where it was fitted: subnormal inputs, the floor of E and the sign of
+//! a zero are what that comparison settled (`tests/data/tc-h200/mismatches-2026-11-29.tsv`).
+//! Other GPU families (sm_80, sm_100, …) may compute a step differently, and their bits are
+//! then theirs only; `tests/gpu_tc_model.rs` (the CPU model against the GPU, bit for bit,
+//! over more than 10⁶ outputs; `bash .gpu/run gpu_tc_model` on that GPU) is how to check
+//! one.
 //!
 //! Only [`mainloop`] decides the order, and it depends on nothing but K: no split-K, no step
 //! size other than 16, no order that depends on M, N, the batch, the tile's position or the

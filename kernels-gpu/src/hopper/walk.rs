@@ -1,0 +1,66 @@
+//! Which tiles a block of the Hopper kernel computes, and in which order.
+//!
+//! Without clusters (`CLUSTER` = 1) block b takes tiles b, b + grid, … of the shared order
+//! (`crate::schedule`). With clusters of `CLUSTER` blocks along M, the order walks *cluster
+//! tiles* of `CLUSTER · BM` rows: cluster c takes cluster tiles c, c + clusters, …, and the
+//! block of rank r computes rows `r · BM ..` of each. The blocks of a cluster then share the
+//! B tile of every stage (`mainloop`: each copies its part of it to all of them), and walk
+//! the same number of tiles and K tiles, which the shared stages need. A block whose rows lie
+//! past M still walks (its copies are zero fill, its stores are skipped).
+//!
+//! Only the assignment of tiles to blocks changes: each output element's chain is the same
+//! whichever block computes it.
+
+use super::config::BM;
+use crate::params::GemmParams;
+use crate::schedule::{tile_at, tile_count, Tile};
+use core::arch::nvptx::{_block_idx_x, _grid_dim_x};
+
+/// The tiles of one block.
+pub struct Walk<const CLUSTER: u32> {
+    /// The parameters with `tiles_m` counting cluster tiles.
+    sched: GemmParams,
+    /// This block's rank in its cluster (0 without clusters).
+    rank: u32,
+    /// The first cluster tile and the stride between this block's cluster tiles.
+    first: u64,
+    step: u64,
+}
+
+impl<const CLUSTER: u32> Walk<CLUSTER> {
+    /// # Safety
+    /// `rank` is this block's rank in its cluster of CLUSTER blocks, laid out along x.
+    #[inline(always)]
+    pub unsafe fn new(p: &GemmParams, rank: u32) -> Self {
+        let mut sched = *p;
+        sched.tiles_m = p.tiles_m.div_ceil(CLUSTER as u64);
+        Walk {
+            sched,
+            rank,
+            first: _block_idx_x() as u64 / CLUSTER as u64,
+            step: _grid_dim_x() as u64 / CLUSTER as u64,
+        }
+    }
+
+    /// The cluster tiles of the problem.
+    #[inline(always)]
+    pub fn count(&self) -> u64 {
+        tile_count(&self.sched)
+    }
+
+    /// This block's first cluster tile and the stride to its next.
+    #[inline(always)]
+    pub fn range(&self) -> (u64, u64) {
+        (self.first, self.step)
+    }
+
+    /// This block's part of cluster tile `i` (below [`Self::count`]).
+    #[inline(always)]
+    pub fn tile<const BN: u32>(&self, i: u64) -> Tile {
+        let t = tile_at(&self.sched, i, (BM * CLUSTER) as u64, BN as u64);
+        Tile {
+            m0: t.m0 + (self.rank * BM) as u64,
+            ..t
+        }
+    }
+}
