@@ -5,11 +5,17 @@
 //! - Every output recorded on an H200 (12 files, 16,384 outputs each, both kernels'
 //!   columns) is reproduced bit for bit by `Engine::gemm_host` with `Tier::TensorCores` on
 //!   `Device::Cpu`, in every output mode and for every operand layout.
+//! - Every output where the H200 differed from the first model in the wider comparison of
+//!   2026-11-29 (`tests/data/tc-h200/mismatches-*.tsv`: subnormal inputs, tiny bf16
+//!   products, negative sums that truncate to zero, K tails, bias and accumulate modes) is
+//!   the GPU's bits through the API: each as the diagonal of a square call, and a sample as
+//!   1 × 1 calls in both operand layouts.
 //! - The tier's order through the API: a K tail is padded with zeros (K = 37 gives the bits
 //!   of K = 48 with zero columns), rows do not depend on M, columns not on N.
 //!
 //! The golden files are kept in the repository (`tests/data/tc-h200/`, copied from
-//! `../shared/data/tc-h200/`, about 2 MiB) so that a clean clone runs these tests.
+//! `../shared/data/tc-h200/`, about 2 MiB, and the curated mismatch records, about 0.5 MiB)
+//! so that a clean clone runs these tests.
 
 use sgemm_bi::{
     bf16, f16, DType, Device, Engine, Error, Gemm, HostSlice, HostSliceMut, Layout, Operand,
@@ -19,8 +25,6 @@ use sgemm_bi::{
 const CANONICAL_NAN_F32: u32 = 0x7FFF_FFFF;
 
 fn cpu() -> Engine {
-    // The CPU model is opt-in until it matches the H200 on every input (see engine.rs).
-    std::env::set_var("SGEMM_BI_CPU_TC_MODEL", "1");
     Engine::new(Device::Cpu).expect("the CPU engine always exists")
 }
 
@@ -209,6 +213,189 @@ fn golden_outputs_do_not_depend_on_layouts_and_round_once_to_16_bits() {
             assert!(c.bits() == want, "{} to {out}", g.name);
         }
     }
+}
+
+#[path = "data/tc-h200/mismatches.rs"]
+mod mismatches;
+
+use mismatches::{Bias, Mismatch, Mode};
+
+fn mismatch_records() -> Vec<Mismatch> {
+    mismatches::read_all(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tc-h200"),
+    )
+}
+
+/// A float buffer of `dtype` from raw bits (f32, or 16-bit values in the low half).
+enum AnyBuf {
+    F32(Vec<f32>),
+    Half(Bits16),
+}
+
+impl AnyBuf {
+    fn new(dtype: DType, bits: &[u32]) -> AnyBuf {
+        match dtype {
+            DType::F32 => AnyBuf::F32(bits.iter().map(|&b| f32::from_bits(b)).collect()),
+            d => AnyBuf::Half(Bits16::new(
+                d,
+                &bits.iter().map(|&b| b as u16).collect::<Vec<_>>(),
+            )),
+        }
+    }
+    fn slice(&self) -> HostSlice<'_> {
+        match self {
+            AnyBuf::F32(v) => v.into(),
+            AnyBuf::Half(h) => h.slice(),
+        }
+    }
+    fn slice_mut(&mut self) -> HostSliceMut<'_> {
+        match self {
+            AnyBuf::F32(v) => v.into(),
+            AnyBuf::Half(h) => h.slice_mut(),
+        }
+    }
+    fn bits(&self) -> Vec<u32> {
+        match self {
+            AnyBuf::F32(v) => v.iter().map(|x| x.to_bits()).collect(),
+            AnyBuf::Half(h) => h.bits().into_iter().map(u32::from).collect(),
+        }
+    }
+}
+
+fn record_dtype(r: &Mismatch) -> DType {
+    if r.bf16 {
+        DType::BF16
+    } else {
+        DType::F16
+    }
+}
+
+fn record_mode(r: &Mismatch) -> OutputMode {
+    match r.mode {
+        Mode::OverwriteF32 => OutputMode::Overwrite(DType::F32),
+        Mode::OverwriteBf16 => OutputMode::Overwrite(DType::BF16),
+        Mode::OverwriteF16 => OutputMode::Overwrite(DType::F16),
+        Mode::AccumulateF32 => OutputMode::AccumulateF32,
+    }
+}
+
+/// The bias dtype of a record and its bits.
+fn record_bias(r: &Mismatch) -> Option<(DType, u32)> {
+    match r.bias {
+        Bias::None => None,
+        Bias::F32(x) => Some((DType::F32, x)),
+        Bias::Input(x) => Some((record_dtype(r), x as u32)),
+    }
+}
+
+/// Runs records that share dtype, K, output mode and bias dtype as the diagonal of one
+/// square call through `Engine::gemm_host` (record j is row j of A and column j of B, in
+/// the given layouts) and returns the diagonal.
+fn diagonal(engine: &Engine, part: &[&Mismatch], la: Layout, lb: Layout) -> Vec<u32> {
+    let (n, k) = (part.len(), part[0].k);
+    let dtype = record_dtype(part[0]);
+    let mode = record_mode(part[0]);
+    let bias_dtype = record_bias(part[0]).map(|(d, _)| d);
+    let mut a = vec![0u16; n * k];
+    let mut b = vec![0u16; n * k];
+    for (j, r) in part.iter().enumerate() {
+        for t in 0..k {
+            // A[j][t] and B[t][j].
+            a[match la {
+                Layout::RowMajor => j * k + t,
+                Layout::ColMajor => t * n + j,
+            }] = r.a[t];
+            b[match lb {
+                Layout::RowMajor => t * n + j,
+                Layout::ColMajor => j * k + t,
+            }] = r.b[t];
+        }
+    }
+    let op = |layout, rows: usize, cols: usize| match layout {
+        Layout::RowMajor => Operand::row_major(dtype, cols.max(1)),
+        Layout::ColMajor => Operand::col_major(dtype, rows.max(1)),
+    };
+    let g = Gemm {
+        a: op(la, n, k),
+        b: op(lb, k, n),
+        bias: bias_dtype,
+        c: Output {
+            mode,
+            ldc: n,
+            batch_stride: 0,
+        },
+        tier: Tier::TensorCores,
+        ..Gemm::dense(n, n, k, dtype)
+    };
+    let bias_bits: Vec<u32> = part
+        .iter()
+        .map(|r| record_bias(r).map_or(0, |(_, x)| x))
+        .collect();
+    let bias = bias_dtype.map(|d| AnyBuf::new(d, &bias_bits));
+    let mut c0 = vec![0u32; n * n];
+    for (j, r) in part.iter().enumerate() {
+        c0[j * n + j] = r.old.unwrap_or(0);
+    }
+    let mut c = AnyBuf::new(mode.dtype(), &c0);
+    engine
+        .gemm_host(
+            &g,
+            Bits16::new(dtype, &a).slice(),
+            Bits16::new(dtype, &b).slice(),
+            bias.as_ref().map(AnyBuf::slice),
+            c.slice_mut(),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", part[0].at));
+    let c = c.bits();
+    (0..n).map(|j| c[j * n + j]).collect()
+}
+
+/// Every recorded output where the H200 differed from the first model is the GPU's bits
+/// through the public API, in every pair of operand layouts; one record in seven also as
+/// a 1 × 1 call of its own.
+#[test]
+fn every_recorded_h200_difference_is_reproduced_through_the_api() {
+    let engine = cpu();
+    let records = mismatch_records();
+    assert!(records.len() >= 1000, "{} records", records.len());
+    let mut groups: std::collections::BTreeMap<_, Vec<&Mismatch>> = Default::default();
+    for r in &records {
+        let bias = record_bias(r).map(|(d, _)| d.size());
+        groups
+            .entry((r.bf16, r.k, r.mode as u8, bias))
+            .or_default()
+            .push(r);
+    }
+    let mut matched = 0;
+    for (q, group) in groups.values().enumerate() {
+        for part in group.chunks(40) {
+            for (la, lb) in [
+                (Layout::RowMajor, Layout::ColMajor),
+                (Layout::ColMajor, Layout::RowMajor),
+                (Layout::RowMajor, Layout::RowMajor),
+                (Layout::ColMajor, Layout::ColMajor),
+            ] {
+                let got = diagonal(&engine, part, la, lb);
+                for (r, &g) in part.iter().zip(&got) {
+                    assert_eq!(
+                        g, r.gpu,
+                        "{} ({}, K {}, A {la:?}, B {lb:?}): CPU {g:#010x}, H200 {:#010x}",
+                        r.at, r.kind, r.k, r.gpu
+                    );
+                }
+            }
+            matched += part.len();
+        }
+        for (i, r) in group.iter().enumerate() {
+            if (q + i) % 7 == 0 {
+                let got = diagonal(&engine, &[r], Layout::RowMajor, Layout::ColMajor)[0];
+                assert_eq!(got, r.gpu, "{} as a 1 × 1 call", r.at);
+                assert_ne!(got, r.first_model, "{}: a record of a difference", r.at);
+            }
+        }
+    }
+    assert_eq!(matched, records.len());
+    println!("{matched} recorded H200 differences from the first model reproduced");
 }
 
 /// f32 inputs are rejected for the tier on the CPU as on a GPU: it takes bf16 or f16.

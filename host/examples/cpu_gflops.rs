@@ -1,5 +1,5 @@
 //! GFLOP/s of the CPU backend on this machine: the scalar tier in f32, bf16 and f16, and the
-//! (opt-in) tensor-core model in bf16 and f16, at a few shapes, random data, median of
+//! tensor-core tier (the sm_90 model) in bf16 and f16, at a few shapes, random data, median of
 //! several timed runs after a warm-up.
 //!
 //! ```text
@@ -93,8 +93,6 @@ fn measure(engine: &Engine, tier: Tier, dtype: DType, m: usize, k: usize, n: usi
 }
 
 fn main() {
-    // The tensor-core model is opt-in until it matches the H200 on every input (engine.rs).
-    std::env::set_var("SGEMM_BI_CPU_TC_MODEL", "1");
     let engine = Engine::with_kernels(Device::Cpu, &NO_KERNELS).expect("CPU engine");
     let args: Vec<usize> = std::env::args()
         .skip(1)

@@ -4,6 +4,8 @@
 //! are summed in i128, and the sum is truncated to f32 by correcting f64 → f32
 //! round-to-nearest. Infinities and NaN come from IEEE f64 arithmetic itself. It shares no
 //! code with `step.rs`: neither its decoding, nor its shifts, nor its bound on the terms.
+//! Rule 1's exponent of an input is read from its f64 value and raised to the format's
+//! smallest normal exponent (which changes subnormal inputs only).
 
 use half::{bf16, f16};
 
@@ -21,6 +23,14 @@ pub(super) fn value(format: Format, bits: u16) -> f64 {
 fn exponent(v: f64) -> i32 {
     assert!(v.is_normal(), "{v} is not a normal f64");
     ((v.to_bits() >> 52) & 0x7FF) as i32 - 1023
+}
+
+/// The smallest normal exponent of a format: rule 1 counts a subnormal input with it.
+fn min_normal_exponent(format: Format) -> i32 {
+    match format {
+        Format::Bf16 => -126,
+        Format::F16 => -14,
+    }
 }
 
 /// `v` truncated toward zero to f32 (v finite, |v| < 2^128).
@@ -50,12 +60,14 @@ pub(super) fn step(format: Format, c: f32, a: &[u16; 16], b: &[u16; 16]) -> f32 
         let s = products.iter().fold(c as f64, |s, p| s + p);
         return if s.is_nan() { f32::NAN } else { s as f32 };
     }
-    // Rule 1, with the exponents read from the factors' f64 encodings.
+    // Rule 1, with the exponents read from the factors' f64 encodings (a subnormal input
+    // counts as its format's smallest normal exponent).
+    let emin = min_normal_exponent(format);
     let mut e = i32::MIN;
     for (&x, &y) in a.iter().zip(b) {
         let (vx, vy) = (value(format, x), value(format, y));
         if vx != 0.0 && vy != 0.0 {
-            e = e.max(exponent(vx) + exponent(vy));
+            e = e.max(exponent(vx).max(emin) + exponent(vy).max(emin));
         }
     }
     if c != 0.0 {
@@ -68,6 +80,8 @@ pub(super) fn step(format: Format, c: f32, a: &[u16; 16], b: &[u16; 16]) -> f32 
     if e == i32::MIN {
         return 0.0; // no nonzero term
     }
+    // E is never below −133.
+    let e = e.max(-133);
     // Rules 2 and 3: each term in units of 2^(E−25), truncated, summed exactly.
     let unit = 2f64.powi(e - 25);
     let sum: i128 = std::iter::once(c as f64)
@@ -91,5 +105,6 @@ pub(super) fn step(format: Format, c: f32, a: &[u16; 16], b: &[u16; 16]) -> f32 
             f32::NEG_INFINITY
         };
     }
-    truncate_to_f32(v)
+    // A sum that truncates to zero gives +0.0 (`+ 0.0` turns −0.0 into +0.0).
+    truncate_to_f32(v) + 0.0
 }

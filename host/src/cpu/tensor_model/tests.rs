@@ -171,6 +171,166 @@ fn every_h200_golden_output_is_reproduced_by_the_backend() {
 }
 
 // ---------------------------------------------------------------------------------------
+// The recorded differences between the H200 and the first model
+
+#[path = "../../../../tests/data/tc-h200/mismatches.rs"]
+mod mismatches;
+
+use mismatches::{Bias, Mismatch, Mode};
+
+fn mismatch_records() -> Vec<Mismatch> {
+    mismatches::read_all(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/tc-h200"),
+    )
+}
+
+fn record_dtype(r: &Mismatch) -> DType {
+    if r.bf16 {
+        DType::BF16
+    } else {
+        DType::F16
+    }
+}
+
+fn record_mode(r: &Mismatch) -> OutputMode {
+    match r.mode {
+        Mode::OverwriteF32 => OutputMode::Overwrite(DType::F32),
+        Mode::OverwriteBf16 => OutputMode::Overwrite(DType::BF16),
+        Mode::OverwriteF16 => OutputMode::Overwrite(DType::F16),
+        Mode::AccumulateF32 => OutputMode::AccumulateF32,
+    }
+}
+
+/// A record's output from the steps of the fast step and of the reference (which must
+/// agree), K tail padded with zeros, then bias, accumulate and rounding.
+fn replay(r: &Mismatch) -> u32 {
+    let format = if r.bf16 { Format::Bf16 } else { Format::F16 };
+    let mut acc = 0.0f32;
+    for s in 0..r.k.div_ceil(16) {
+        let a: [u16; 16] = std::array::from_fn(|t| r.a.get(16 * s + t).copied().unwrap_or(0));
+        let b: [u16; 16] = std::array::from_fn(|t| r.b.get(16 * s + t).copied().unwrap_or(0));
+        acc = both(format, acc, &a, &b);
+    }
+    match r.bias {
+        Bias::None => {}
+        Bias::F32(x) => acc += f32::from_bits(x),
+        Bias::Input(x) => acc += crate::numeric::upcast(record_dtype(r), x as u32),
+    }
+    match r.mode {
+        Mode::AccumulateF32 => store_f32(f32::from_bits(r.old.unwrap()) + acc).to_bits(),
+        Mode::OverwriteF32 => store_f32(acc).to_bits(),
+        Mode::OverwriteBf16 => round_bf16(acc).to_bits() as u32,
+        Mode::OverwriteF16 => round_f16(acc).to_bits() as u32,
+    }
+}
+
+/// Every recorded output where the H200 differed from the first model (subnormal inputs,
+/// the floor of E, the sign of a zero: `step.rs`) is the GPU's bits, step by step.
+#[test]
+fn every_recorded_h200_difference_is_reproduced_step_by_step() {
+    let records = mismatch_records();
+    assert!(records.len() >= 1000, "{} records", records.len());
+    for r in &records {
+        let got = replay(r);
+        assert_eq!(
+            got, r.gpu,
+            "{} ({}, K {}): model {got:#010x}, H200 {:#010x}",
+            r.at, r.kind, r.k, r.gpu
+        );
+        assert_ne!(got, r.first_model, "{}: a record of a difference", r.at);
+    }
+}
+
+/// The same records through the CPU backend on every instruction set: records of one
+/// dtype, K, output mode and bias dtype are the diagonal of one square call (record j is
+/// row j of A and column j of B), so the lanes of the vector kernel hold different records.
+#[test]
+fn every_recorded_h200_difference_is_reproduced_by_the_backend() {
+    let records = mismatch_records();
+    let mut groups: std::collections::BTreeMap<_, Vec<&Mismatch>> = Default::default();
+    for r in &records {
+        let bias = match r.bias {
+            Bias::None => 0,
+            Bias::F32(_) => 1,
+            Bias::Input(_) => 2,
+        };
+        groups
+            .entry((r.bf16, r.k, r.mode as u8, bias))
+            .or_default()
+            .push(r);
+    }
+    let mut checked = 0;
+    for ((_, k, _, bias_kind), group) in groups {
+        for part in group.chunks(40) {
+            let n = part.len();
+            let dtype = record_dtype(part[0]);
+            let mode = record_mode(part[0]);
+            let bias_dtype = [None, Some(DType::F32), Some(dtype)][bias_kind];
+            let g = Gemm {
+                a: Operand::row_major(dtype, k),
+                b: Operand::col_major(dtype, k),
+                bias: bias_dtype,
+                c: Output {
+                    mode,
+                    ldc: n,
+                    batch_stride: 0,
+                },
+                tier: Tier::TensorCores,
+                ..Gemm::dense(n, n, k, dtype)
+            };
+            let ext = validate::check(&g).unwrap();
+            let mut a = vec![0u8; ext.a * 2];
+            let mut b = vec![0u8; ext.b * 2];
+            let mut bias = vec![0u8; ext.bias * bias_dtype.map_or(4, |d| d.size())];
+            let mut c0 = vec![0u8; ext.c * mode.dtype().size()];
+            let mut bias_f32 = vec![0.0f32; n];
+            for (j, r) in part.iter().enumerate() {
+                for t in 0..k {
+                    write(&mut a, dtype, j * k + t, r.a[t] as u32);
+                    write(&mut b, dtype, j * k + t, r.b[t] as u32);
+                }
+                match r.bias {
+                    Bias::None => {}
+                    Bias::F32(x) => {
+                        write(&mut bias, DType::F32, j, x);
+                        bias_f32[j] = f32::from_bits(x);
+                    }
+                    Bias::Input(x) => {
+                        write(&mut bias, dtype, j, x as u32);
+                        bias_f32[j] = crate::numeric::upcast(dtype, x as u32);
+                    }
+                }
+                if let Some(old) = r.old {
+                    write(&mut c0, DType::F32, j * n + j, old);
+                }
+            }
+            for simd in Simd::all() {
+                let mut c = c0.clone();
+                let p = GemmPointers {
+                    a: a.as_ptr().cast(),
+                    b: b.as_ptr().cast(),
+                    bias: bias.as_ptr().cast(),
+                    c: c.as_mut_ptr().cast(),
+                };
+                let bias_arg = bias_dtype.map(|_| &bias_f32[..]);
+                // SAFETY: every buffer holds the span validate::check gave for it.
+                unsafe { super::gemm_with(simd, Isa::detect(), &g, &p, bias_arg) };
+                for (j, r) in part.iter().enumerate() {
+                    let got = raw(&c, mode.dtype(), j * n + j);
+                    assert_eq!(
+                        got, r.gpu,
+                        "{simd:?} {} ({}, K {}): backend {got:#010x}, H200 {:#010x}",
+                        r.at, r.kind, r.k, r.gpu
+                    );
+                }
+            }
+            checked += n;
+        }
+    }
+    assert_eq!(checked, records.len());
+}
+
+// ---------------------------------------------------------------------------------------
 // Hand-built steps, one per rule
 
 /// Rule 2: each term is truncated on its own, before the sum. 1 + 15 · 2^−26: every small
@@ -278,27 +438,62 @@ fn zero_steps_give_positive_zero() {
     }
 }
 
-/// Our convention where the measurements say nothing: a nonzero sum below the smallest
-/// subnormal truncates to a zero of its own sign (IEEE's round-toward-zero).
+/// Rule 4: a nonzero sum that truncates to zero gives +0.0, whatever its sign (the H200
+/// gives +0.0 for −2^−150, where IEEE's round-toward-zero would keep −0.0).
 #[test]
-fn a_negative_sum_below_the_subnormals_is_negative_zero() {
+fn a_negative_sum_below_the_subnormals_is_positive_zero() {
     let format = Format::Bf16;
     let (a, b) = pairs(format, &[(-p2(-75), p2(-75))]);
-    assert_eq!(both(format, 0.0, &a, &b).to_bits(), 0x8000_0000);
+    assert_eq!(both(format, 0.0, &a, &b).to_bits(), 0);
     let (a, b) = pairs(format, &[(p2(-75), p2(-75))]);
     assert_eq!(both(format, 0.0, &a, &b).to_bits(), 0);
+    // Through a subnormal accumulator: −2^−149 + 2^−150 is −2^−150, so +0.0 as well.
+    let c = -f32::from_bits(1);
+    assert_eq!(both(format, c, &a, &b).to_bits(), 0);
+    // A negative subnormal result keeps its sign.
+    let (a, b) = pairs(format, &[(-p2(-74), p2(-74))]);
+    assert_eq!(both(format, 0.0, &a, &b).to_bits(), 0x8000_0002);
 }
 
-/// Subnormal inputs count with their own exponent: in f16, 2^−24 · 2^15 sets E = −9.
+/// Rule 1: a subnormal input counts with its format's smallest normal exponent (−14 for
+/// f16), not its own. In f16, 2^−24 (a subnormal) · 2^15 sets E = −14 + 15 = 1, not −9,
+/// so on the grid 2^−24 the 2^−29 bit of (1 + 2^−10) · 2^−9 (1 + 2^−10) is cut.
 #[test]
-fn subnormal_inputs_count_with_their_true_exponent() {
+fn subnormal_inputs_count_with_the_smallest_normal_exponent() {
     let format = Format::F16;
     let x = 1.0 + p2(-10);
-    // (1 + 2^−10) · 2^−9 (1 + 2^−10) = 2^−9 (1 + 2^−9 + 2^−20): on the grid 2^−34 it is
-    // exact; with E = 1 (a subnormal counted as 2^−14) its 2^−29 bit would be cut.
+    // (1 + 2^−10) · 2^−9 (1 + 2^−10) = 2^−9 (1 + 2^−9 + 2^−20).
     let (a, b) = pairs(format, &[(p2(-24), p2(15)), (x, p2(-9) * x)]);
-    let want = p2(-9) + p2(-9) * x * x;
+    let want = p2(-9) + p2(-9) * (1.0 + p2(-9));
     assert_eq!(both(format, 0.0, &a, &b) as f64, want);
+    assert_eq!(
+        both(format, 0.0, &a, &b).to_bits(),
+        0x3b80_2000,
+        "the H200's bits"
+    );
+    // In bf16 the same: 2^−130 · 2^100 sets E = −126 + 100 = −26 (grid 2^−51), so the
+    // 2^−52 bit of 2^−19 (1 + 2^−7) · 2^−19 (1 + 2^−7) = 2^−38 (1 + 2^−6 + 2^−14) is cut;
+    // with the subnormal's own exponent (E = −30, grid 2^−55) f32 would keep it.
+    let format = Format::Bf16;
+    let y = 1.0 + p2(-7);
+    let (a, b) = pairs(format, &[(p2(-130), p2(100)), (p2(-19) * y, p2(-19) * y)]);
+    let want = p2(-30) + p2(-38) * (1.0 + p2(-6));
+    assert_eq!(both(format, 0.0, &a, &b) as f64, want);
+}
+
+/// Rule 1: E is never below −133, so no term is kept finer than 2^−158. 2^−68 · 2^−68 =
+/// 2^−136 (8192 units of 2^−149) and −2^−80 · 2^−80 = −2^−160: with E = −136 (grid
+/// 2^−161) the small product would be kept and the sum truncate to 8191 units; the floor
+/// makes the grid 2^−158, the product vanishes and 8192 units stay (as on the H200).
+#[test]
+fn the_grid_is_never_finer_than_2_pow_minus_158() {
+    let format = Format::Bf16;
+    let (a, b) = pairs(format, &[(p2(-68), p2(-68)), (-p2(-80), p2(-80))]);
+    assert_eq!(both(format, 0.0, &a, &b).to_bits(), 0x2000);
+    // Above the floor nothing changes: 2^−128 − 2^−152 on the grid 2^−153 keeps the small
+    // product, and the sum truncates to 2^21 − 1 units.
+    let (a, b) = pairs(format, &[(p2(-64), p2(-64)), (-p2(-76), p2(-76))]);
+    assert_eq!(both(format, 0.0, &a, &b).to_bits(), 0x1F_FFFF);
 }
 
 /// NaN and Inf follow IEEE 754 (to be confirmed on the H200).
@@ -491,10 +686,16 @@ fn decoding_is_exact_for_every_pattern() {
                 assert_eq!(d, Dec::ZERO, "{bits:#06x}");
             } else {
                 assert_eq!(d.sig as f64 * 2f64.powi(d.exp - p), v, "{bits:#06x}");
-                assert!(
-                    (1 << p..2 << p).contains(&d.sig.unsigned_abs()),
-                    "{bits:#06x}"
-                );
+                // Normal values have p + 1 significant bits, subnormal ones their fraction
+                // and the smallest normal exponent.
+                let normal = bits & 0x7FFF >= 1 << p;
+                let sig = d.sig.unsigned_abs();
+                if normal {
+                    assert!((1 << p..2 << p).contains(&sig), "{bits:#06x}");
+                } else {
+                    let (_, bias) = layout(format);
+                    assert!(sig < 1 << p && d.exp == 1 - bias, "{bits:#06x}");
+                }
             }
         }
     }

@@ -22,7 +22,7 @@ use core::arch::x86_64::{
 
 use super::super::kernel::NR;
 use super::pack::{BStep, STEP_K};
-use super::step::{Dec, ZERO_EXP};
+use super::step::{Dec, E_MIN, ZERO_EXP};
 
 /// Lanes per register.
 const W: usize = 8;
@@ -89,8 +89,8 @@ pub(super) unsafe fn row_step<const SH: i32>(a: &[Dec; STEP_K], b: &BStep, acc: 
             let is_zero = _mm256_cmpeq_epi32(_mm256_slli_epi32::<1>(bits), zero);
             let c_exp = _mm256_blendv_epi8(c_exp, zero_exp, is_zero);
 
-            // Rule 1: E, keeping each product's exponent for the shifts.
-            let mut e = c_exp;
+            // Rule 1: E (at least E_MIN), keeping each product's exponent for the shifts.
+            let mut e = _mm256_max_epi32(c_exp, _mm256_set1_epi32(E_MIN));
             let mut exps = [zero; STEP_K];
             for (t, x) in a.iter().enumerate() {
                 let be = _mm256_loadu_si256(b.exp[t].as_ptr().add(lane) as *const __m256i);
@@ -149,7 +149,8 @@ fn finish(s: i32, ct: i32, e: i32) -> f32 {
     } else {
         subnormal
     };
-    f32::from_bits(if mag == 0 {
+    // A sum that is zero or truncates to zero is +0.0.
+    f32::from_bits(if mag == 0 || bits == 0 {
         0
     } else {
         bits | (negative as u32) << 31
