@@ -8,7 +8,7 @@ use crate::arch::mma::{mma_m16n8k16_f32_bf16, mma_m16n8k16_f32_f16};
 /// Loading and upcasting are separate steps: the mainloop keeps prefetched elements as raw
 /// bits while the previous tile computes and converts them only when staging them to shared
 /// memory, so no instruction waits on a load before it has to. Raw bits 0 are +0.0 in every
-/// format (the zero fill outside the matrix).
+/// format (B's fill outside the matrix; A's is [`Element::NEG_ZERO`]).
 pub trait Element: Copy {
     /// Bytes of one stored element.
     const BYTES: u64;
@@ -21,6 +21,11 @@ pub trait Element: Copy {
 
     /// Exact upcast of raw bits to f32.
     fn to_f32(raw: u32) -> f32;
+    /// Raw bits of −0.0: A's fill outside the matrix. A padded k step then multiplies
+    /// −0.0 by B's +0.0 fill, and `fma(−0·+0, acc)` is `acc` for every acc, −0.0 included
+    /// (with a +0.0 product it would turn a −0.0 chain into +0.0; the scalar contract has
+    /// exactly K fmas).
+    const NEG_ZERO: u32;
 }
 
 /// IEEE binary32.
@@ -35,6 +40,7 @@ pub struct F16;
 
 impl Element for F32 {
     const BYTES: u64 = 4;
+    const NEG_ZERO: u32 = 0x8000_0000;
     #[inline(always)]
     unsafe fn load_raw(base: u64, idx: u64) -> u32 {
         // SAFETY: forwarded contract.
@@ -48,6 +54,7 @@ impl Element for F32 {
 
 impl Element for Bf16 {
     const BYTES: u64 = 2;
+    const NEG_ZERO: u32 = 0x8000;
     #[inline(always)]
     unsafe fn load_raw(base: u64, idx: u64) -> u32 {
         // SAFETY: forwarded contract.
@@ -61,6 +68,7 @@ impl Element for Bf16 {
 
 impl Element for F16 {
     const BYTES: u64 = 2;
+    const NEG_ZERO: u32 = 0x8000;
     #[inline(always)]
     unsafe fn load_raw(base: u64, idx: u64) -> u32 {
         // SAFETY: forwarded contract.

@@ -43,8 +43,10 @@ fn staging_slot<const K_CONTIGUOUS: bool>(tid: u32, r: usize) -> (u32, u32) {
 }
 
 /// Reads this thread's share of one operand tile from global memory into registers,
-/// zero-filling outside the matrix. `mn_limit`/`k_limit` bound the tile's rows and k;
-/// `offset(mn, k)` gives the element index of a global (row-or-column, k) pair.
+/// filling with the raw bits `fill` outside the matrix (A: −0.0, B: +0.0, so that padded k
+/// steps leave every chain as it is; see `Element::NEG_ZERO`). `mn_limit`/`k_limit` bound
+/// the tile's rows and k; `offset(mn, k)` gives the element index of a global
+/// (row-or-column, k) pair.
 ///
 /// # Safety
 /// Every in-bounds index `offset` returns is readable.
@@ -56,9 +58,10 @@ unsafe fn fetch<E: Element, const K_CONTIGUOUS: bool>(
     mn_limit: u64,
     k0: u64,
     k_limit: u64,
+    fill: u32,
     offset: impl Fn(u64, u64) -> u64,
 ) -> [u32; LOADS_PER_THREAD] {
-    let mut regs = [0u32; LOADS_PER_THREAD];
+    let mut regs = [fill; LOADS_PER_THREAD];
     for (r, reg) in regs.iter_mut().enumerate() {
         let (kk, mn) = staging_slot::<K_CONTIGUOUS>(tid, r);
         let (gmn, gk) = (mn0 + mn as u64, k0 + kk as u64);
@@ -129,8 +132,8 @@ pub unsafe fn run<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: 
         // SAFETY: `fetch` reads only in-bounds elements of the validated operands.
         unsafe {
             Fetched {
-                a: fetch::<E, A_K_CONTIGUOUS>(a_base, tid, t.m0, p.m, k0, p.k, a_at),
-                b: fetch::<E, B_K_CONTIGUOUS>(b_base, tid, t.n0, p.n, k0, p.k, b_at),
+                a: fetch::<E, A_K_CONTIGUOUS>(a_base, tid, t.m0, p.m, k0, p.k, E::NEG_ZERO, a_at),
+                b: fetch::<E, B_K_CONTIGUOUS>(b_base, tid, t.n0, p.n, k0, p.k, 0, b_at),
             }
         }
     };
