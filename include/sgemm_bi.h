@@ -132,6 +132,18 @@ enum sgemm_bi_status
      * message describes it.
      */
     SGEMM_BI_STATUS_OTHER = 17,
+    /**
+     * C shares memory with an input: the bytes C spans (from its first to just past its
+     * last element) meet those of A, B or the bias. The message gives both ranges.
+     */
+    SGEMM_BI_STATUS_OVERLAPPING_OPERANDS = 18,
+    /**
+     * A CUDA engine was given a pointer its device cannot use: ordinary host memory (on
+     * systems where the GPU cannot read pageable memory), memory of another GPU, a CUDA
+     * array, or an address the driver does not know (a freed allocation). Found by the
+     * engine's pointer checks (`sgemm_bi_engine_set_pointer_checks`), before anything runs.
+     */
+    SGEMM_BI_STATUS_INACCESSIBLE_MEMORY = 19,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -206,7 +218,7 @@ enum sgemm_bi_tier
      */
     SGEMM_BI_TIER_SCALAR = 0,
     /**
-     * Tensor-core MMA steps in ascending k (bf16/f16 inputs; not in this release).
+     * Tensor-core MMA steps in ascending k (bf16/f16 inputs); on the CPU, the sm_90 model.
      */
     SGEMM_BI_TIER_TENSOR_CORES = 1,
 };
@@ -517,8 +529,10 @@ sgemm_bi_status sgemm_bi_engine_create(uint32_t device_kind,
 
 /**
  * Releases an engine. `sgemm_bi_engine_destroy(NULL)` does nothing and returns
- * `SGEMM_BI_STATUS_OK`. Work already enqueued on a CUDA stream must have completed (or be
- * synchronised first): the kernels it runs are unloaded.
+ * `SGEMM_BI_STATUS_OK`. Work the engine enqueued on a CUDA stream may still be running (or
+ * be captured in a graph): a device's kernels are loaded once per process, shared by its
+ * engines, and stay loaded until the process exits, so destroying an engine neither waits
+ * for that work nor invalidates it.
  *
  * # Safety
  * 1. `engine` is NULL or a live handle from `sgemm_bi_engine_create`, destroyed once.
@@ -550,6 +564,24 @@ sgemm_bi_status sgemm_bi_engine_supports(const struct sgemm_bi_engine *engine,
                                          bool *out);
 
 /**
+ * Turns the engine's pointer checks on (`enabled` true, the default) or off. While they
+ * are on, every call on a CUDA engine first asks the driver where the first and the last
+ * element of each buffer lie, and rejects memory the device cannot use (ordinary host
+ * memory where the GPU cannot read it, memory of another GPU, a freed allocation) with
+ * `SGEMM_BI_STATUS_INACCESSIBLE_MEMORY` instead of launching a kernel that would fault and
+ * leave the CUDA context unusable. The checks cost a few driver calls per GEMM; turn them
+ * off only where every pointer is known to be right. Setting the environment variable
+ * `SGEMM_BI_CHECK_POINTERS=0` before an engine is created starts it with the checks off.
+ * The CPU engine has nothing to check and ignores the setting. May be called while other
+ * threads use the engine; calls that start afterwards see the new setting.
+ *
+ * # Safety
+ * 1. `engine` is NULL or a live engine.
+ */
+sgemm_bi_status sgemm_bi_engine_set_pointer_checks(const struct sgemm_bi_engine *engine,
+                                                   bool enabled);
+
+/**
  * Fills `*out` with a dense, unbatched, row-major `C[M,N] = A[M,K] · B[K,N]` in `dtype`
  * (a `sgemm_bi_dtype`) on the scalar tier, without bias: `struct_size` set, leading
  * dimensions `max(1, K)`, `max(1, N)` and `max(1, N)`, reserved fields zero. Change any
@@ -575,9 +607,13 @@ sgemm_bi_status sgemm_bi_gemm_desc_dense(uint64_t m,
  * returns, and `stream` is ignored.
  *
  * Everything is checked before anything runs: the handle and descriptor, every enum and
- * reserved field, the shapes, leading dimensions and strides (extents that overflow are
- * rejected), the dtypes, the tier, and that A, B, C (and the bias when `has_bias` is 1)
- * are not NULL when the call reads or writes them. `bias` must be NULL when `has_bias`
+ * reserved field, the shapes, leading dimensions and strides (extents that overflow, and
+ * any size or stride above `INT64_MAX` — a negative number converted — are rejected), the
+ * dtypes, the tier, that A, B, C (and the bias when `has_bias` is 1) are not NULL when the
+ * call reads or writes them, and that C's bytes meet no input's
+ * (`SGEMM_BI_STATUS_OVERLAPPING_OPERANDS`). On a CUDA engine also each pointer's alignment
+ * and, while the pointer checks are on (`sgemm_bi_engine_set_pointer_checks`), that each
+ * buffer starts and ends in memory the device can use. `bias` must be NULL when `has_bias`
  * is 0. When M, N or batch is 0 the call does nothing.
  *
  * # Safety
@@ -588,10 +624,9 @@ sgemm_bi_status sgemm_bi_gemm_desc_dense(uint64_t m,
  *    an M × K matrix with leading dimension `a.ld`, likewise for B and C; the bias holds
  *    N elements). The library cannot check raw pointers against allocations: the caller
  *    guarantees the extents.
- * 3. C does not overlap A, B or the bias.
- * 4. CUDA: the buffers stay alive until the work on `stream` has completed, and `stream`
+ * 3. CUDA: the buffers stay alive until the work on `stream` has completed, and `stream`
  *    is NULL or a live stream of the device's primary context.
- * 5. CPU: no other thread writes A, B or the bias, or touches C, during the call.
+ * 4. CPU: no other thread writes A, B or the bias, or touches C, during the call.
  */
 sgemm_bi_status sgemm_bi_gemm(const struct sgemm_bi_engine *engine,
                               const struct sgemm_bi_gemm_desc *desc,

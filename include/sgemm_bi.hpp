@@ -114,6 +114,12 @@ public:
         return yes;
     }
 
+    // Pointer checks (on by default): before each CUDA call, ask the driver whether every
+    // buffer is memory the device can use (sgemm_bi_engine_set_pointer_checks).
+    void set_pointer_checks(bool enabled) const {
+        check(sgemm_bi_engine_set_pointer_checks(get(), enabled));
+    }
+
     // C[b] = A[b] · B[b] (+ bias) as `desc` says; `bias` must be nullptr unless
     // desc.has_bias is 1.
     void gemm(const sgemm_bi_gemm_desc &desc, const void *a, const void *b, const void *bias,

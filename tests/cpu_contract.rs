@@ -922,15 +922,16 @@ fn run_to_run_identical() {
     }
 }
 
-/// The engine is usable from threads (Send + Sync) and says which tiers it runs.
+/// The engine is usable from threads (Send + Sync) and says which tiers it runs: both (the
+/// tensor-core tier as the sm_90 model, tests/cpu_tc_model.rs).
 #[test]
-fn cpu_engine_runs_the_scalar_tier_only() {
+fn cpu_engine_runs_both_tiers() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Engine>();
     let engine = cpu();
     assert_eq!(engine.device(), sgemm_bi::Device::Cpu);
     assert!(engine.supports(Tier::Scalar));
-    assert!(!engine.supports(Tier::TensorCores));
+    assert!(engine.supports(Tier::TensorCores));
     assert_eq!(engine.compute_capability(), None);
 }
 

@@ -1,6 +1,7 @@
 //! Every `Error` a CPU engine can return, with its exact variant and a message that names the
 //! operand. After each error C is unmodified and the engine still computes the reference's
-//! bits. (`WrongDevice`, `Misaligned`, `Driver` and `Launch` need a CUDA engine.)
+//! bits. (`WrongDevice`, `Misaligned`, `InaccessibleMemory`, `Driver` and `Launch` need a
+//! CUDA engine: tests/gpu_hardening.rs.)
 
 mod common;
 
@@ -277,9 +278,13 @@ fn unsupported_dtypes_are_rejected() {
     still_works(&engine, &mut rng);
 }
 
+/// The CPU engine runs both tiers, so it never returns `TierUnavailable`: a tensor-core
+/// call in bf16 or f16 (the sm_90 model) succeeds through both entry points, with the same
+/// bits.
 #[test]
-fn tensor_cores_are_unavailable_on_the_cpu() {
+fn tensor_cores_run_on_the_cpu() {
     let engine = cpu();
+    assert!(engine.supports(Tier::Scalar) && engine.supports(Tier::TensorCores));
     let mut rng = Rng::new(205);
     for dtype in [DType::BF16, DType::F16] {
         let case = valid(dtype, &mut rng);
@@ -287,20 +292,23 @@ fn tensor_cores_are_unavailable_on_the_cpu() {
             tier: Tier::TensorCores,
             ..case.g
         };
-        let err = host_err(&engine, &g, &case);
-        assert!(
-            matches!(
-                err,
-                Error::TierUnavailable {
-                    tier: Tier::TensorCores,
-                    device: Device::Cpu,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        assert_mentions(&err, &["tensor_cores", "cpu"]);
-        assert_eq!(raw(&engine, &g, &case, |_| {}).unwrap_err(), err);
+        let mut c = case.c.clone();
+        engine
+            .gemm_host(
+                &g,
+                case.a.slice(),
+                case.b.slice(),
+                case.bias.as_ref().map(Buf::slice),
+                c.slice_mut(),
+            )
+            .unwrap_or_else(|e| panic!("{dtype}: {e}"));
+        let mut c_raw = case.c.clone();
+        let p = pointers(&case, &mut c_raw);
+        // SAFETY: the case's buffers span what `g` (its shape, another tier) needs; C is a
+        // separate allocation used by this thread only.
+        unsafe { engine.gemm(&g, p, Stream::DEFAULT) }.unwrap();
+        assert_same_bits(&c_raw, &c, "the raw and the safe API");
+        assert!(c.all_bits() != case.c.all_bits(), "{dtype}: C was written");
         still_works(&engine, &mut rng);
     }
 }
@@ -585,4 +593,220 @@ fn cuda_engine_without_a_gpu_is_an_error() {
         other => panic!("Engine::new(Cuda({ordinal})): {other:?}"),
     }
     still_works(&cpu(), &mut rng);
+}
+
+/// C sharing bytes with A, B or the bias is rejected before anything runs (the inputs and C
+/// unchanged), with both byte ranges in the error; C right after an input, and A and B
+/// sharing memory, are fine.
+#[test]
+fn output_overlapping_an_input_is_rejected() {
+    let engine = cpu();
+    let mut rng = Rng::new(210);
+    for dtype in DTYPES {
+        // One allocation holding A, then B, then C, then the bias, each at its own offset.
+        let mut s = Shape::new(6, 5, 7, dtype);
+        s.bias = Some(dtype);
+        let g = s.gemm();
+        let (na, nb, nc) = (g.m * g.k, g.k * g.n, g.m * g.n);
+        let mut all = Buf::random(dtype, na + nb + nc + g.n, &mut rng, NARROW);
+        let before = all.clone();
+        let base = all.as_mut_ptr() as usize;
+        let size = dtype.size();
+        let at = |elem: usize| (base + elem * size) as *mut std::ffi::c_void;
+        let (a, b, c, bias) = (0, na, na + nb, na + nb + nc);
+        let run = |c_at: usize, bias_at: usize| {
+            let p = GemmPointers {
+                a: at(a),
+                b: at(b),
+                bias: at(bias_at),
+                c: at(c_at),
+            };
+            // SAFETY: every span lies inside `all` (C's too: c_at + nc <= its length), which
+            // nothing else uses; a rejected call touches no memory.
+            unsafe { engine.gemm(&g, p, Stream::DEFAULT) }
+        };
+        let range = |elem: usize, n: usize| base + elem * size..base + (elem + n) * size;
+        let cases = [
+            (a, bias, ErrorOperand::A, range(a, na)),
+            (b + nb - 1, bias, ErrorOperand::B, range(b, nb)),
+            (b - nc + 1, bias, ErrorOperand::A, range(a, na)),
+            (c, c + nc - 1, ErrorOperand::Bias, range(c + nc - 1, g.n)),
+        ];
+        for (c_at, bias_at, input, other) in cases {
+            let err = run(c_at, bias_at).expect_err("C overlapping an input must be rejected");
+            assert_eq!(
+                err,
+                Error::OverlappingOperands {
+                    input,
+                    c: range(c_at, nc),
+                    other
+                }
+            );
+            assert_mentions(&err, &["overlaps", &format!("overlaps {input}"), "0x"]);
+            assert_same_bits(&all, &before, "the shared buffer after a rejected call");
+            still_works(&engine, &mut rng);
+        }
+        // C right after B: no byte in common.
+        run(c, bias).expect("C adjacent to B");
+        let mut want = before.clone();
+        let (a0, b0, bias0) = (
+            sub(&before, a, na),
+            sub(&before, b, nb),
+            sub(&before, bias, g.n),
+        );
+        let mut c0 = sub(&before, c, nc);
+        reference(&g, &a0, &b0, Some(&bias0), &mut c0);
+        for i in 0..nc {
+            want.set_bits(c + i, c0.bits(i));
+        }
+        assert_same_bits(&all, &want, "C right after B in one buffer");
+    }
+    // B = Aᵀ read from A's memory: inputs may share memory.
+    let s = Shape::new(9, 9, 4, DType::F32);
+    let mut g = s.gemm();
+    g.b = sgemm_bi::Operand::col_major(DType::F32, 4);
+    let case = Case::from_gemm(g, &mut rng, NARROW);
+    let mut c = case.c.clone();
+    let p = GemmPointers {
+        a: case.a.as_ptr(),
+        b: case.a.as_ptr(),
+        bias: null(),
+        c: c.as_mut_ptr(),
+    };
+    // SAFETY: A spans 36 elements of case.a (plus a guard), B = Aᵀ the same ones; C is
+    // separate.
+    unsafe { engine.gemm(&g, p, Stream::DEFAULT) }.expect("A·Aᵀ with B = A");
+    let mut want = case.c.clone();
+    reference(&g, &case.a, &case.a, None, &mut want);
+    assert_same_bits(&c, &want, "A·Aᵀ");
+}
+
+/// `len` elements of `b` from `start`, as a buffer of their own.
+fn sub(b: &Buf, start: usize, len: usize) -> Buf {
+    let mut s = Buf::filled(b.dtype(), len, 0);
+    for i in 0..len {
+        s.set_bits(i, b.bits(start + i));
+    }
+    s
+}
+
+/// A size, leading dimension or stride above `isize::MAX` — what a negative number becomes
+/// on its way through C or Python — is an `Overflow` naming the field, even in a call that
+/// would be empty or would not use it.
+#[test]
+fn sizes_above_isize_max_are_rejected() {
+    let engine = cpu();
+    let mut rng = Rng::new(211);
+    let case = valid(DType::F32, &mut rng);
+    let neg = |x: i64| x as usize;
+    type Edit = fn(&mut Gemm, usize);
+    let fields: [(Edit, ErrorOperand, &str); 10] = [
+        (|g, v| g.m = v, ErrorOperand::A, "m is"),
+        (|g, v| g.n = v, ErrorOperand::B, "n is"),
+        (|g, v| g.k = v, ErrorOperand::A, "k is"),
+        (|g, v| g.batch = v, ErrorOperand::A, "batch is"),
+        (
+            |g, v| g.a.ld = v,
+            ErrorOperand::A,
+            "leading dimension of A is",
+        ),
+        (
+            |g, v| g.a.batch_stride = v,
+            ErrorOperand::A,
+            "batch stride of A is",
+        ),
+        (
+            |g, v| g.b.ld = v,
+            ErrorOperand::B,
+            "leading dimension of B is",
+        ),
+        (
+            |g, v| g.b.batch_stride = v,
+            ErrorOperand::B,
+            "batch stride of B is",
+        ),
+        (|g, v| g.c.ldc = v, ErrorOperand::C, "ldc is"),
+        (
+            |g, v| g.c.batch_stride = v,
+            ErrorOperand::C,
+            "batch stride of C is",
+        ),
+    ];
+    for (edit, which, words) in fields {
+        for (v, signed) in [(neg(-1), "-1"), (neg(-4096), "-4096"), (neg(i64::MIN), "")] {
+            for empty in [false, true] {
+                let mut g = case.g;
+                edit(&mut g, v);
+                if empty {
+                    // N = 0 (or M = 0 when N is the field): nothing would be read or written.
+                    if words == "n is" {
+                        g.m = 0;
+                    } else {
+                        g.n = 0;
+                    }
+                }
+                let err = host_err(&engine, &g, &case);
+                assert!(
+                    matches!(&err, Error::Overflow { operand, .. } if *operand == which),
+                    "{g:?}: {err:?}"
+                );
+                assert_mentions(&err, &[words, &v.to_string(), signed, "negative"]);
+                assert_eq!(raw(&engine, &g, &case, |_| {}).unwrap_err(), err);
+            }
+        }
+        // isize::MAX itself is a size (its extent then overflows, or the call is empty).
+        let mut g = case.g;
+        edit(&mut g, isize::MAX as usize);
+        g.n = if words == "n is" { g.n } else { 0 };
+        g.m = if words == "n is" { 0 } else { g.m };
+        if let Err(e) = raw(&engine, &g, &case, |_| {}) {
+            assert!(!e.to_string().contains("negative"), "{g:?}: {e}");
+        }
+        still_works(&engine, &mut rng);
+    }
+}
+
+/// The batch strides of an unbatched call are ignored, so any value up to `isize::MAX` is
+/// accepted and changes nothing, on both tiers. (Found by fuzzing the C ABI: the CPU backend
+/// multiplied the ignored stride by the element size and overflowed.)
+#[test]
+fn ignored_batch_strides_may_hold_any_value() {
+    let engine = cpu();
+    let mut rng = Rng::new(212);
+    for dtype in DTYPES {
+        for stride in [isize::MAX as usize, isize::MAX as usize / 2 + 1, 12345] {
+            let mut s = Shape::new(9, 7, 5, dtype);
+            s.bias = Some(DType::F32);
+            s.lb = Layout::ColMajor;
+            let mut case = Case::build(&s, &mut rng);
+            case.g.a.batch_stride = stride;
+            case.g.b.batch_stride = stride;
+            case.g.c.batch_stride = stride;
+            case.check(&engine, &format!("batch 1, batch strides {stride}"));
+            if dtype != DType::F32 && engine.supports(Tier::TensorCores) {
+                let mut g = case.g;
+                g.tier = Tier::TensorCores;
+                let mut c = case.c.clone();
+                let mut c_default = case.c.clone();
+                let run = |g: &Gemm, c: &mut Buf| {
+                    engine.gemm_host(
+                        g,
+                        case.a.slice(),
+                        case.b.slice(),
+                        case.bias.as_ref().map(Buf::slice),
+                        c.slice_mut(),
+                    )
+                };
+                run(&g, &mut c).unwrap();
+                let mut plain = g;
+                (
+                    plain.a.batch_stride,
+                    plain.b.batch_stride,
+                    plain.c.batch_stride,
+                ) = (0, 0, 0);
+                run(&plain, &mut c_default).unwrap();
+                assert_same_bits(&c, &c_default, "tensor cores, ignored batch strides");
+            }
+        }
+    }
 }

@@ -40,7 +40,7 @@ pub enum sgemm_bi_tier {
     /// One f32 fma chain per output element in ascending k: the same bits on the CPU and on
     /// every GPU.
     Scalar = 0,
-    /// Tensor-core MMA steps in ascending k (bf16/f16 inputs; not in this release).
+    /// Tensor-core MMA steps in ascending k (bf16/f16 inputs); on the CPU, the sm_90 model.
     TensorCores = 1,
 }
 

@@ -72,8 +72,10 @@ pub unsafe extern "C" fn sgemm_bi_engine_create(
 }
 
 /// Releases an engine. `sgemm_bi_engine_destroy(NULL)` does nothing and returns
-/// `SGEMM_BI_STATUS_OK`. Work already enqueued on a CUDA stream must have completed (or be
-/// synchronised first): the kernels it runs are unloaded.
+/// `SGEMM_BI_STATUS_OK`. Work the engine enqueued on a CUDA stream may still be running (or
+/// be captured in a graph): a device's kernels are loaded once per process, shared by its
+/// engines, and stay loaded until the process exits, so destroying an engine neither waits
+/// for that work nor invalidates it.
 ///
 /// # Safety
 /// 1. `engine` is NULL or a live handle from `sgemm_bi_engine_create`, destroyed once.
@@ -155,6 +157,32 @@ pub unsafe extern "C" fn sgemm_bi_engine_supports(
     })
 }
 
+/// Turns the engine's pointer checks on (`enabled` true, the default) or off. While they
+/// are on, every call on a CUDA engine first asks the driver where the first and the last
+/// element of each buffer lie, and rejects memory the device cannot use (ordinary host
+/// memory where the GPU cannot read it, memory of another GPU, a freed allocation) with
+/// `SGEMM_BI_STATUS_INACCESSIBLE_MEMORY` instead of launching a kernel that would fault and
+/// leave the CUDA context unusable. The checks cost a few driver calls per GEMM; turn them
+/// off only where every pointer is known to be right. Setting the environment variable
+/// `SGEMM_BI_CHECK_POINTERS=0` before an engine is created starts it with the checks off.
+/// The CPU engine has nothing to check and ignores the setting. May be called while other
+/// threads use the engine; calls that start afterwards see the new setting.
+///
+/// # Safety
+/// 1. `engine` is NULL or a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_engine_set_pointer_checks(
+    engine: *const sgemm_bi_engine,
+    enabled: bool,
+) -> sgemm_bi_status {
+    boundary(|| {
+        // SAFETY: contract 1.
+        let e = unsafe { self::engine(engine) }?;
+        e.set_pointer_checks(enabled);
+        Ok(())
+    })
+}
+
 /// Fills `*out` with a dense, unbatched, row-major `C[M,N] = A[M,K] · B[K,N]` in `dtype`
 /// (a `sgemm_bi_dtype`) on the scalar tier, without bias: `struct_size` set, leading
 /// dimensions `max(1, K)`, `max(1, N)` and `max(1, N)`, reserved fields zero. Change any
@@ -200,9 +228,13 @@ pub unsafe extern "C" fn sgemm_bi_gemm_desc_dense(
 /// returns, and `stream` is ignored.
 ///
 /// Everything is checked before anything runs: the handle and descriptor, every enum and
-/// reserved field, the shapes, leading dimensions and strides (extents that overflow are
-/// rejected), the dtypes, the tier, and that A, B, C (and the bias when `has_bias` is 1)
-/// are not NULL when the call reads or writes them. `bias` must be NULL when `has_bias`
+/// reserved field, the shapes, leading dimensions and strides (extents that overflow, and
+/// any size or stride above `INT64_MAX` — a negative number converted — are rejected), the
+/// dtypes, the tier, that A, B, C (and the bias when `has_bias` is 1) are not NULL when the
+/// call reads or writes them, and that C's bytes meet no input's
+/// (`SGEMM_BI_STATUS_OVERLAPPING_OPERANDS`). On a CUDA engine also each pointer's alignment
+/// and, while the pointer checks are on (`sgemm_bi_engine_set_pointer_checks`), that each
+/// buffer starts and ends in memory the device can use. `bias` must be NULL when `has_bias`
 /// is 0. When M, N or batch is 0 the call does nothing.
 ///
 /// # Safety
@@ -213,10 +245,9 @@ pub unsafe extern "C" fn sgemm_bi_gemm_desc_dense(
 ///    an M × K matrix with leading dimension `a.ld`, likewise for B and C; the bias holds
 ///    N elements). The library cannot check raw pointers against allocations: the caller
 ///    guarantees the extents.
-/// 3. C does not overlap A, B or the bias.
-/// 4. CUDA: the buffers stay alive until the work on `stream` has completed, and `stream`
+/// 3. CUDA: the buffers stay alive until the work on `stream` has completed, and `stream`
 ///    is NULL or a live stream of the device's primary context.
-/// 5. CPU: no other thread writes A, B or the bias, or touches C, during the call.
+/// 4. CPU: no other thread writes A, B or the bias, or touches C, during the call.
 #[no_mangle]
 pub unsafe extern "C" fn sgemm_bi_gemm(
     engine: *const sgemm_bi_engine,
@@ -239,7 +270,7 @@ pub unsafe extern "C" fn sgemm_bi_gemm(
             ));
         }
         let p = GemmPointers { a, b, bias, c };
-        // SAFETY: contracts 2 to 5 are `Engine::gemm`'s.
+        // SAFETY: contracts 2 to 4 are `Engine::gemm`'s.
         unsafe { e.gemm(&g, p, Stream(stream)) }?;
         Ok(())
     })

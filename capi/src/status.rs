@@ -64,10 +64,18 @@ pub enum sgemm_bi_status {
     /// An error that this ABI version has no dedicated code for (from a newer engine); the
     /// message describes it.
     Other = 17,
+    /// C shares memory with an input: the bytes C spans (from its first to just past its
+    /// last element) meet those of A, B or the bias. The message gives both ranges.
+    OverlappingOperands = 18,
+    /// A CUDA engine was given a pointer its device cannot use: ordinary host memory (on
+    /// systems where the GPU cannot read pageable memory), memory of another GPU, a CUDA
+    /// array, or an address the driver does not know (a freed allocation). Found by the
+    /// engine's pointer checks (`sgemm_bi_engine_set_pointer_checks`), before anything runs.
+    InaccessibleMemory = 19,
 }
 
 /// Every code, in numeric order (`ALL[i] as u32 == i`).
-pub(crate) const ALL: [sgemm_bi_status; 18] = [
+pub(crate) const ALL: [sgemm_bi_status; 20] = [
     sgemm_bi_status::Ok,
     sgemm_bi_status::NullParameter,
     sgemm_bi_status::Panic,
@@ -86,6 +94,8 @@ pub(crate) const ALL: [sgemm_bi_status; 18] = [
     sgemm_bi_status::DriverError,
     sgemm_bi_status::LaunchFailed,
     sgemm_bi_status::Other,
+    sgemm_bi_status::OverlappingOperands,
+    sgemm_bi_status::InaccessibleMemory,
 ];
 
 impl sgemm_bi_status {
@@ -110,6 +120,8 @@ impl sgemm_bi_status {
             Self::DriverError => "SGEMM_BI_STATUS_DRIVER_ERROR\0",
             Self::LaunchFailed => "SGEMM_BI_STATUS_LAUNCH_FAILED\0",
             Self::Other => "SGEMM_BI_STATUS_OTHER\0",
+            Self::OverlappingOperands => "SGEMM_BI_STATUS_OVERLAPPING_OPERANDS\0",
+            Self::InaccessibleMemory => "SGEMM_BI_STATUS_INACCESSIBLE_MEMORY\0",
         }
     }
 
@@ -130,6 +142,8 @@ impl sgemm_bi_status {
             Error::WrongDevice(_) => Self::WrongDevice,
             Error::Driver { .. } => Self::DriverError,
             Error::Launch { .. } => Self::LaunchFailed,
+            Error::OverlappingOperands { .. } => Self::OverlappingOperands,
+            Error::InaccessibleMemory { .. } => Self::InaccessibleMemory,
             // `Error` is non-exhaustive: a kind added later still reaches the caller, with
             // its message, until it gets a code of its own.
             _ => Self::Other,

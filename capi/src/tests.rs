@@ -210,6 +210,16 @@ fn status_numbers_are_stable() {
         (S::DriverError, 15, "SGEMM_BI_STATUS_DRIVER_ERROR"),
         (S::LaunchFailed, 16, "SGEMM_BI_STATUS_LAUNCH_FAILED"),
         (S::Other, 17, "SGEMM_BI_STATUS_OTHER"),
+        (
+            S::OverlappingOperands,
+            18,
+            "SGEMM_BI_STATUS_OVERLAPPING_OPERANDS",
+        ),
+        (
+            S::InaccessibleMemory,
+            19,
+            "SGEMM_BI_STATUS_INACCESSIBLE_MEMORY",
+        ),
     ];
     assert_eq!(ALL.len(), expected.len());
     for (i, (s, n, c_name)) in expected.into_iter().enumerate() {
@@ -217,7 +227,7 @@ fn status_numbers_are_stable() {
         assert_eq!(ALL[i], s);
         assert_eq!(name(n), c_name);
     }
-    assert_eq!(name(18), "SGEMM_BI_STATUS_UNKNOWN");
+    assert_eq!(name(20), "SGEMM_BI_STATUS_UNKNOWN");
     assert_eq!(name(u32::MAX), "SGEMM_BI_STATUS_UNKNOWN");
 }
 
@@ -276,6 +286,17 @@ fn every_error_kind_has_its_own_code() {
         Error::Launch {
             kernel: s(),
             message: s(),
+        },
+        Error::OverlappingOperands {
+            input: ErrorOperand::A,
+            c: 0..4,
+            other: 2..6,
+        },
+        Error::InaccessibleMemory {
+            operand: ErrorOperand::B,
+            addr: 16,
+            found: s(),
+            device: Device::Cuda(0),
         },
     ];
     let mut codes: Vec<u32> = errors
@@ -592,9 +613,9 @@ fn rejected_calls_name_the_field_and_write_nothing() {
             "overlap",
         ),
         (
-            |d| (d.tier, d.a.dtype, d.b.dtype) = (1, 1, 1),
-            S::TierUnavailable,
-            "tensor_cores tier",
+            |d| d.tier = 1,
+            S::UnsupportedDtype,
+            "tensor-core tier takes bf16 or f16",
         ),
     ];
     for (edit, want, needle) in cases {
@@ -704,7 +725,10 @@ fn engine_creation_and_capabilities() {
         OK
     );
     assert_eq!(caps.device_kind, Kind::Cpu as u32);
-    assert_eq!(caps.tiers, 1 << sgemm_bi_tier::Scalar as u32);
+    assert_eq!(
+        caps.tiers,
+        1 << sgemm_bi_tier::Scalar as u32 | 1 << sgemm_bi_tier::TensorCores as u32
+    );
     assert_eq!(
         (caps.compute_capability_major, caps.compute_capability_minor),
         (0, 0)
@@ -715,7 +739,7 @@ fn engine_creation_and_capabilities() {
     assert!(yes);
     // SAFETY: as above.
     assert_eq!(unsafe { sgemm_bi_engine_supports(cpu.0, 1, &mut yes) }, OK);
-    assert!(!yes);
+    assert!(yes, "the CPU runs the tensor-core tier (the sm_90 model)");
     // SAFETY: as above.
     assert_eq!(
         unsafe { sgemm_bi_engine_supports(cpu.0, 5, &mut yes) },

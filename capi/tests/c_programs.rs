@@ -1,6 +1,7 @@
 //! The C ABI as C and C++ programs see it: the header compiles on its own in C and C++, the
-//! C example (examples/c), the C ABI error test (capi/tests/c/abi_errors.c) and the C++
-//! example (examples/cpp) build with `-Wall -Wextra -Werror -pedantic` against the
+//! C example (examples/c), the C ABI error test (capi/tests/c/abi_errors.c), the engine
+//! lifetime leak check (capi/tests/c/leak_cycles.c) and the C++ example (examples/cpp)
+//! build with `-Wall -Wextra -Werror -pedantic` against the
 //! libsgemm_bi.so that cargo built and pass on the CPU backend; the static library links;
 //! `scripts/install` installs a tree that `pkg-config` finds and programs build against.
 //! The GPU runs are `#[ignore]`d here and run on a GPU host (`bash .gpu/run`).
@@ -64,6 +65,15 @@ fn c_abi_errors() {
     build(Lang::C, &["capi/tests/c/abi_errors.c"], &exe);
     let out = run(&mut Command::new(&exe), "capi/tests/c/abi_errors");
     assert!(out.contains(" passed, 0 failed"), "{out}");
+}
+
+/// 10⁴ engine lifetimes through the C ABI leave resident memory where it was.
+#[test]
+fn c_engine_lifetimes_leak_nothing() {
+    let exe = scratch("leak_cycles").join("leak_cycles");
+    build(Lang::C, &["capi/tests/c/leak_cycles.c"], &exe);
+    let out = run(&mut Command::new(&exe), "capi/tests/c/leak_cycles");
+    assert!(out.contains("leak_cycles: 10000 cycles"), "{out}");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! tier); the run enqueues on the caller's stream (CUDA) or computes in place (CPU).
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cpu;
 use crate::cuda::{CudaBackend, KernelImages, TcPath};
@@ -24,9 +25,9 @@ enum Backend {
 pub struct Engine {
     device: Device,
     backend: Backend,
-    /// `SGEMM_BI_CPU_TC_MODEL=1` at creation: offer the (not yet exact) CPU model of the
-    /// tensor-core tier.
-    cpu_tensor_core_model: bool,
+    /// Ask the driver where each device pointer points before a launch (CUDA engines; see
+    /// [`Engine::set_pointer_checks`]).
+    pointer_checks: AtomicBool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -58,12 +59,32 @@ impl Engine {
                 Backend::Cuda(Box::new(CudaBackend::new(ordinal, kernels, tc_path)?))
             }
         };
-        let cpu_tensor_core_model = std::env::var("SGEMM_BI_CPU_TC_MODEL").is_ok_and(|v| v == "1");
+        let pointer_checks = !std::env::var("SGEMM_BI_CHECK_POINTERS").is_ok_and(|v| v == "0");
         Ok(Engine {
             device,
             backend,
-            cpu_tensor_core_model,
+            pointer_checks: AtomicBool::new(pointer_checks),
         })
+    }
+
+    /// Turns the pointer checks of a CUDA engine on or off (on by default; off when
+    /// `SGEMM_BI_CHECK_POINTERS=0` is set at creation). With them on, every call asks the
+    /// driver (`cuPointerGetAttributes`) where the first and the last element of each buffer
+    /// lie, and rejects host memory the device cannot read (ordinary `malloc` or stack memory;
+    /// pinned and managed memory are fine), memory of another GPU and addresses the driver
+    /// does not know (a freed allocation) with [`Error::InaccessibleMemory`], before
+    /// anything is launched: such a pointer would otherwise fault inside a kernel and leave
+    /// the CUDA context unusable. The checks cost a few driver calls per GEMM; turn them off
+    /// where every pointer is known to be right and the call is small enough for that to
+    /// matter. The CPU engine has nothing to check and ignores the setting. Takes effect for
+    /// calls that start after it returns; other threads may be calling meanwhile.
+    pub fn set_pointer_checks(&self, on: bool) {
+        self.pointer_checks.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the pointer checks are on (see [`Engine::set_pointer_checks`]).
+    pub fn pointer_checks(&self) -> bool {
+        self.pointer_checks.load(Ordering::Relaxed)
     }
 
     /// The device this engine runs on.
@@ -95,18 +116,9 @@ impl Engine {
 
     fn tier_unavailable(&self, tier: Tier) -> Option<String> {
         match (tier, &self.backend) {
-            (Tier::Scalar, Backend::Cpu) => None,
-            // The tensor-core tier on the CPU is the sm_90 model (cpu/tensor_model). It
-            // reproduces the recorded H200 golden set, but a wider H200 sweep
-            // (tests/gpu_tc_model.rs) still finds outputs where it differs, so it is opt-in
-            // until it is exact: a tier that does not give the tier's bits is not offered.
-            (Tier::TensorCores, Backend::Cpu) if self.cpu_tensor_core_model => None,
-            (Tier::TensorCores, Backend::Cpu) => Some(
-                "the CPU model of the tensor-core tier is not yet exact on every input (set \
-                 SGEMM_BI_CPU_TC_MODEL=1 to use it as a preview); use Tier::Scalar, which \
-                 the CPU and every GPU compute bit for bit"
-                    .into(),
-            ),
+            // The tensor-core tier on the CPU is the sm_90 model (cpu/tensor_model): the
+            // H200's bits on every measured input (tests/cpu_tc_model.rs, gpu_tc_model.rs).
+            (Tier::Scalar | Tier::TensorCores, Backend::Cpu) => None,
             (tier, Backend::Cuda(c)) => c.tier_unavailable(tier),
         }
     }
@@ -129,28 +141,38 @@ impl Engine {
     /// On a CUDA engine the work is enqueued on `stream` and the call returns without
     /// synchronizing; on the CPU engine it completes before returning and `stream` is ignored.
     ///
+    /// Checked before anything runs (each a typed [`Error`]): the descriptor
+    /// ([`validate::check`]), the tier, null pointers, C's bytes overlapping an input's
+    /// ([`Error::OverlappingOperands`]), and on CUDA the alignment of each pointer and, while
+    /// [`Engine::pointer_checks`] is on, that each buffer starts and ends in memory the device
+    /// can access ([`Error::InaccessibleMemory`]).
+    ///
     /// # Safety
     /// 1. Each pointer of `p` that the call reads or writes is valid for the span `g` gives
     ///    it (see [`validate::check`]): device memory of this engine's context on CUDA, host
-    ///    memory on the CPU; `bias` may be null only when `g.bias` is `None`.
-    /// 2. C does not overlap A, B or the bias.
-    /// 3. On CUDA, the buffers stay alive until the work on `stream` has completed, and
+    ///    memory on the CPU; `bias` may be null only when `g.bias` is `None`. The library
+    ///    cannot see the size of an allocation: the pointer checks catch a wrong kind of
+    ///    memory, not a buffer that is too short.
+    /// 2. On CUDA, the buffers stay alive until the work on `stream` has completed, and
     ///    `stream` is a valid stream of this engine's context (or null).
-    /// 4. On the CPU, no other thread writes A, B or the bias, or touches C, during the call.
+    /// 3. On the CPU, no other thread writes A, B or the bias, or touches C, during the call.
     pub unsafe fn gemm(&self, g: &Gemm, p: GemmPointers, stream: Stream) -> Result<()> {
         let ext = self.check(g, &p)?;
+        // (`gemm_host` needs no such check: its C is a unique borrow.)
+        validate::check_overlap(g, &ext, &p)?;
         if ext.is_empty() {
             return Ok(());
         }
         match &self.backend {
-            // SAFETY: the caller's contract (1, 2, 4) is what cpu::gemm needs; `ext` is the
-            // validated span of each pointer.
+            // SAFETY: the caller's contract (1, 3) is what cpu::gemm needs; `ext` is the
+            // validated span of each pointer, and C overlaps no input (checked above).
             Backend::Cpu => {
                 unsafe { cpu::gemm(g, &p) };
                 Ok(())
             }
-            // SAFETY: the caller's contract (1, 2, 3) is what launching needs.
-            Backend::Cuda(c) => unsafe { c.gemm(g, &p, stream) },
+            // SAFETY: the caller's contract (1, 2) is what launching needs; C overlaps no
+            // input (checked above).
+            Backend::Cuda(c) => unsafe { c.gemm(g, &p, &ext, stream, self.pointer_checks()) },
         }
     }
 

@@ -93,6 +93,31 @@ pub enum Error {
 
     #[error("kernel launch failed ({kernel}): {message}")]
     Launch { kernel: String, message: String },
+
+    /// C's bytes meet an input's: the result would depend on the order in which elements
+    /// are computed. The ranges are the bytes each buffer spans (from its first to just past
+    /// its last element), so two interleaved strided views of one allocation are rejected
+    /// too when their ranges meet.
+    #[error(
+        "C (bytes {c:#x?}) overlaps {input} (bytes {other:#x?}): the output must not share \
+         memory with an input"
+    )]
+    OverlappingOperands {
+        input: Operand,
+        c: std::ops::Range<usize>,
+        other: std::ops::Range<usize>,
+    },
+
+    /// A CUDA engine was given a pointer that its device cannot use, found by asking the
+    /// driver where the pointer points (`cuPointerGetAttributes`, see
+    /// `Engine::set_pointer_checks`).
+    #[error("{operand} at {addr:#x} is {found}; the {device} engine needs memory it can access")]
+    InaccessibleMemory {
+        operand: Operand,
+        addr: usize,
+        found: String,
+        device: Device,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

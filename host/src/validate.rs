@@ -2,8 +2,17 @@
 //! spans. Every rejection is a typed [`Error`]; an accepted descriptor can be executed by
 //! every backend with 64-bit index arithmetic that cannot overflow.
 
+use std::ffi::c_void;
+use std::ops::Range;
+
 use crate::error::{Error, Operand as Which, Result};
 use crate::types::{DType, Gemm, GemmPointers, Layout, Operand, Tier};
+
+/// The largest size, leading dimension or stride a descriptor may hold. No buffer spans more
+/// than `isize::MAX` bytes, so no larger value describes memory; one is most often a negative
+/// number converted to an unsigned one (from C or Python), and is rejected even where it
+/// would not be used (an empty call, a K of 0).
+pub const MAX_DIM: usize = isize::MAX as usize;
 
 /// Elements each buffer of an accepted call spans, from its base address (0 when the call
 /// does not read or write it).
@@ -109,6 +118,33 @@ fn check_operand(
     )
 }
 
+/// Every size, leading dimension and stride of `g` is at most [`MAX_DIM`].
+fn check_dims(g: &Gemm) -> Result<()> {
+    let fields = [
+        (Which::A, "m", g.m),
+        (Which::B, "n", g.n),
+        (Which::A, "k", g.k),
+        (Which::A, "batch", g.batch),
+        (Which::A, "the leading dimension of A", g.a.ld),
+        (Which::A, "the batch stride of A", g.a.batch_stride),
+        (Which::B, "the leading dimension of B", g.b.ld),
+        (Which::B, "the batch stride of B", g.b.batch_stride),
+        (Which::C, "ldc", g.c.ldc),
+        (Which::C, "the batch stride of C", g.c.batch_stride),
+    ];
+    match fields.into_iter().find(|f| f.2 > MAX_DIM) {
+        None => Ok(()),
+        Some((which, name, v)) => Err(overflow(
+            which,
+            format!(
+                "{name} is {v}, above isize::MAX; as a signed 64-bit number it is {}: a \
+                 negative size?",
+                v as i64
+            ),
+        )),
+    }
+}
+
 /// Checks the shapes, strides and dtypes of `g` and returns the extent of each buffer.
 pub fn check(g: &Gemm) -> Result<Extents> {
     if g.a.dtype != g.b.dtype {
@@ -130,6 +166,7 @@ pub fn check(g: &Gemm) -> Result<Extents> {
             "the tensor-core tier takes bf16 or f16 inputs; use the scalar tier for f32".into(),
         ));
     }
+    check_dims(g)?;
     let a = check_operand(Which::A, &g.a, g.m, g.k, g.batch)?;
     let b = check_operand(Which::B, &g.b, g.k, g.n, g.batch)?;
     check_ld(Which::C, Layout::RowMajor, g.c.ldc, g.m, g.n)?;
@@ -190,6 +227,38 @@ pub fn check_pointers(g: &Gemm, ext: &Extents, p: &GemmPointers) -> Result<()> {
     }
     if p.c.is_null() {
         return Err(Error::NullPointer(Which::C));
+    }
+    Ok(())
+}
+
+/// The bytes a buffer of `elems` elements of `dtype` at `ptr` spans (`None` when it spans
+/// nothing). A range that would pass the end of the address space is cut at its end.
+fn bytes(ptr: *const c_void, elems: usize, dtype: DType) -> Option<Range<usize>> {
+    if elems == 0 || ptr.is_null() {
+        return None;
+    }
+    let start = ptr as usize;
+    // `elems * size` fits: `check` bounds every extent by isize::MAX bytes.
+    Some(start..start.saturating_add(elems * dtype.size()))
+}
+
+/// Checks that C's bytes meet none of the inputs' (A, B and the bias may share memory with
+/// each other: they are only read).
+pub fn check_overlap(g: &Gemm, ext: &Extents, p: &GemmPointers) -> Result<()> {
+    let Some(c) = bytes(p.c, ext.c, g.c.mode.dtype()) else {
+        return Ok(());
+    };
+    let inputs = [
+        (Which::A, p.a, ext.a, g.a.dtype),
+        (Which::B, p.b, ext.b, g.b.dtype),
+        (Which::Bias, p.bias, ext.bias, g.bias.unwrap_or(DType::F32)),
+    ];
+    for (input, ptr, elems, dtype) in inputs {
+        if let Some(other) = bytes(ptr, elems, dtype) {
+            if c.start < other.end && other.start < c.end {
+                return Err(Error::OverlappingOperands { input, c, other });
+            }
+        }
     }
     Ok(())
 }

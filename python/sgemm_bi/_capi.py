@@ -48,6 +48,8 @@ class Status(enum.IntEnum):
     DRIVER_ERROR = 15
     LAUNCH_FAILED = 16
     OTHER = 17
+    OVERLAPPING_OPERANDS = 18
+    INACCESSIBLE_MEMORY = 19
 
 
 class DType(enum.IntEnum):
@@ -194,6 +196,7 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "sgemm_bi_engine_destroy": (_status, [_engine_p]),
     "sgemm_bi_engine_capabilities": (_status, [_engine_p, POINTER(sgemm_bi_capabilities)]),
     "sgemm_bi_engine_supports": (_status, [_engine_p, c_uint32, POINTER(c_bool)]),
+    "sgemm_bi_engine_set_pointer_checks": (_status, [_engine_p, c_bool]),
     "sgemm_bi_gemm_desc_dense": (
         _status,
         [c_uint64, c_uint64, c_uint64, c_uint32, POINTER(sgemm_bi_gemm_desc)],

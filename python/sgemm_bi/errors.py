@@ -33,6 +33,8 @@ __all__ = [
     "WrongDeviceError",
     "DriverError",
     "LaunchFailedError",
+    "OverlappingOperandsError",
+    "InaccessibleMemoryError",
     "LibraryNotFoundError",
     "check",
     "error_for",
@@ -155,6 +157,20 @@ class LaunchFailedError(SgemmBiError):
     status = Status.LAUNCH_FAILED
 
 
+class OverlappingOperandsError(SgemmBiError, ValueError):
+    """The output shares memory with an input (``SGEMM_BI_STATUS_OVERLAPPING_OPERANDS``)."""
+
+    status = Status.OVERLAPPING_OPERANDS
+
+
+class InaccessibleMemoryError(SgemmBiError, ValueError):
+    """A CUDA engine was given memory its device cannot use: a CPU tensor or other host
+    memory, memory of another GPU, or a freed allocation
+    (``SGEMM_BI_STATUS_INACCESSIBLE_MEMORY``)."""
+
+    status = Status.INACCESSIBLE_MEMORY
+
+
 _BY_STATUS: dict[int, type[SgemmBiError]] = {
     cls.status: cls
     for cls in (
@@ -174,6 +190,8 @@ _BY_STATUS: dict[int, type[SgemmBiError]] = {
         WrongDeviceError,
         DriverError,
         LaunchFailedError,
+        OverlappingOperandsError,
+        InaccessibleMemoryError,
     )
 }
 

@@ -25,8 +25,13 @@ _Static_assert(SGEMM_BI_STATUS_OK == 0 && SGEMM_BI_STATUS_NULL_PARAMETER == 1 &&
                    SGEMM_BI_STATUS_MISALIGNED == 10 && SGEMM_BI_STATUS_TIER_UNAVAILABLE == 11 &&
                    SGEMM_BI_STATUS_NO_DRIVER == 12 && SGEMM_BI_STATUS_NO_DEVICE == 13 &&
                    SGEMM_BI_STATUS_WRONG_DEVICE == 14 && SGEMM_BI_STATUS_DRIVER_ERROR == 15 &&
-                   SGEMM_BI_STATUS_LAUNCH_FAILED == 16 && SGEMM_BI_STATUS_OTHER == 17,
+                   SGEMM_BI_STATUS_LAUNCH_FAILED == 16 && SGEMM_BI_STATUS_OTHER == 17 &&
+                   SGEMM_BI_STATUS_OVERLAPPING_OPERANDS == 18 &&
+                   SGEMM_BI_STATUS_INACCESSIBLE_MEMORY == 19,
                "status numbers are stable");
+/* The last code of this header (INACCESSIBLE_MEMORY, which only a CUDA engine returns, is
+ * checked by gpu_cpu_same_bits.c). */
+#define LAST_STATUS SGEMM_BI_STATUS_INACCESSIBLE_MEMORY
 _Static_assert(sizeof(sgemm_bi_status) == 4, "statuses are uint32_t");
 _Static_assert(sizeof(sgemm_bi_operand) == 24 && sizeof(sgemm_bi_output) == 24 &&
                    sizeof(sgemm_bi_gemm_desc) == 152 && sizeof(sgemm_bi_linear) == 56 &&
@@ -175,10 +180,65 @@ static void shape_and_dtype_errors(void) {
     gemm_case(d, bias, SGEMM_BI_STATUS_UNSUPPORTED_DTYPE, "ACCUMULATE_F32", "bf16 accumulate");
     d = valid(); d.tier = SGEMM_BI_TIER_TENSOR_CORES;
     gemm_case(d, bias, SGEMM_BI_STATUS_UNSUPPORTED_DTYPE, "tensor-core tier", "f32 tensor cores");
+    /* In bf16 the tier runs on the CPU (the sm_90 model of the tensor cores). */
     d = valid(); d.tier = SGEMM_BI_TIER_TENSOR_CORES;
     d.a.dtype = d.b.dtype = d.c.dtype = SGEMM_BI_DTYPE_BF16;
-    gemm_case(d, bias, SGEMM_BI_STATUS_TIER_UNAVAILABLE, "tensor_cores tier is not available",
-              "tensor cores on the CPU");
+    check(sgemm_bi_gemm(engine, &d, a, b, bias, c, NULL) == SGEMM_BI_STATUS_OK,
+          "tensor cores on the CPU");
+    /* A negative size converted to uint64_t: rejected even where the call would be empty. */
+    d = valid(); d.m = (uint64_t)-1;
+    gemm_case(d, bias, SGEMM_BI_STATUS_OVERFLOW, "m is 18446744073709551615", "M = -1");
+    d = valid(); d.k = (uint64_t)-3; d.n = 0;
+    gemm_case(d, bias, SGEMM_BI_STATUS_OVERFLOW, "it is -3", "K = -3 in an empty call");
+    d = valid(); d.c.ldc = (uint64_t)-2;
+    gemm_case(d, bias, SGEMM_BI_STATUS_OVERFLOW, "ldc is", "ldc = -2");
+    d = valid(); d.batch = 2; d.a.batch_stride = (uint64_t)-15;
+    gemm_case(d, bias, SGEMM_BI_STATUS_OVERFLOW, "batch stride of A", "A batch stride = -15");
+    /* A leading dimension of 0 is too small even for one column. */
+    d = valid(); d.b.ld = 0;
+    gemm_case(d, bias, SGEMM_BI_STATUS_BAD_LEADING_DIMENSION, "leading dimension of B is 0",
+              "ldb = 0");
+}
+
+/* C sharing memory with an input: rejected before anything runs, nothing written. */
+static void overlap_errors(void) {
+    static float buf[M * K + K * N + M * N];
+    float *xa = buf, *xb = buf + M * K;
+    sgemm_bi_gemm_desc d = valid();
+    float saved[sizeof buf / sizeof buf[0]];
+    sgemm_bi_status s;
+    memcpy(buf, a, sizeof a);
+    memcpy(buf + M * K, b, sizeof b);
+    memcpy(saved, buf, sizeof buf);
+    poison_c();
+    s = sgemm_bi_gemm(engine, &d, xa, xb, bias, xa, NULL);
+    expect(s, SGEMM_BI_STATUS_OVERLAPPING_OPERANDS, "overlaps A", "C = A");
+    s = sgemm_bi_gemm(engine, &d, xa, xb, bias, xb + K * N - 1, NULL);
+    expect(s, SGEMM_BI_STATUS_OVERLAPPING_OPERANDS, "overlaps B", "C starting at B's last element");
+    s = sgemm_bi_gemm(engine, &d, xa, xb, c + M * N - 2, c, NULL);
+    expect(s, SGEMM_BI_STATUS_OVERLAPPING_OPERANDS, "overlaps bias", "bias inside C");
+    check(memcmp(buf, saved, sizeof buf) == 0, "the shared buffer is unchanged");
+    /* Adjacent but not overlapping: C right after B is fine. */
+    s = sgemm_bi_gemm(engine, &d, xa, xb, bias, xb + K * N, NULL);
+    check(s == SGEMM_BI_STATUS_OK && memcmp(xb + K * N, c_want, sizeof c_want) == 0,
+          "C right after B in one buffer gives the contract's bits");
+    /* A and B may share memory (both are only read). */
+    d = valid(); d.n = M; d.k = K; d.b.layout = SGEMM_BI_LAYOUT_COL_MAJOR; d.b.ld = K; d.c.ldc = M;
+    s = sgemm_bi_gemm(engine, &d, a, a, bias, c, NULL);
+    check(s == SGEMM_BI_STATUS_OK, "A·Aᵀ with B = A is accepted");
+    poison_c();
+}
+
+static void pointer_check_switch(void) {
+    sgemm_bi_status s;
+    poison_c();
+    s = sgemm_bi_engine_set_pointer_checks(NULL, true);
+    expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "engine", "set_pointer_checks: NULL engine");
+    check(sgemm_bi_engine_set_pointer_checks(engine, false) == SGEMM_BI_STATUS_OK,
+          "the CPU engine accepts the pointer-check switch");
+    still_works("pointer checks off on the CPU");
+    check(sgemm_bi_engine_set_pointer_checks(engine, true) == SGEMM_BI_STATUS_OK,
+          "and back on");
 }
 
 static sgemm_bi_linear layer(void) {
@@ -268,7 +328,8 @@ static void engine_errors(void) {
     caps.struct_size = sizeof caps;
     check(sgemm_bi_engine_capabilities(engine, &caps) == SGEMM_BI_STATUS_OK &&
               caps.device_kind == SGEMM_BI_DEVICE_KIND_CPU &&
-              caps.tiers == (1u << SGEMM_BI_TIER_SCALAR) && caps.compute_capability_major == 0,
+              caps.tiers == ((1u << SGEMM_BI_TIER_SCALAR) | (1u << SGEMM_BI_TIER_TENSOR_CORES)) &&
+              caps.compute_capability_major == 0,
           "capabilities of the CPU engine");
     s = sgemm_bi_engine_supports(engine, 2, &yes);
     expect(s, SGEMM_BI_STATUS_INVALID_ARGUMENT, "tier is 2", "supports: unknown tier");
@@ -277,8 +338,8 @@ static void engine_errors(void) {
     check(sgemm_bi_engine_supports(engine, SGEMM_BI_TIER_SCALAR, &yes) == SGEMM_BI_STATUS_OK && yes,
           "the CPU runs the scalar tier");
     check(sgemm_bi_engine_supports(engine, SGEMM_BI_TIER_TENSOR_CORES, &yes) ==
-                  SGEMM_BI_STATUS_OK && !yes,
-          "the CPU has no tensor-core tier");
+                  SGEMM_BI_STATUS_OK && yes,
+          "the CPU runs the tensor-core tier");
 
     s = sgemm_bi_gemm_desc_dense(1, 1, 1, SGEMM_BI_DTYPE_F32, NULL);
     expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "out", "desc_dense: NULL out");
@@ -290,7 +351,7 @@ static void engine_errors(void) {
 }
 
 static void status_names(void) {
-    for (uint32_t i = 0; i <= SGEMM_BI_STATUS_OTHER; i++) {
+    for (uint32_t i = 0; i <= LAST_STATUS; i++) {
         const char *name = sgemm_bi_status_name(i);
         check(strncmp(name, "SGEMM_BI_STATUS_", 16) == 0 && strcmp(name, "SGEMM_BI_STATUS_UNKNOWN") != 0,
               "every code has a name");
@@ -301,7 +362,10 @@ static void status_names(void) {
     check(strcmp(sgemm_bi_status_name(SGEMM_BI_STATUS_TIER_UNAVAILABLE),
                  "SGEMM_BI_STATUS_TIER_UNAVAILABLE") == 0,
           "names spell the header's constants");
-    check(strcmp(sgemm_bi_status_name(SGEMM_BI_STATUS_OTHER + 1), "SGEMM_BI_STATUS_UNKNOWN") == 0,
+    check(strcmp(sgemm_bi_status_name(SGEMM_BI_STATUS_OVERLAPPING_OPERANDS),
+                 "SGEMM_BI_STATUS_OVERLAPPING_OPERANDS") == 0,
+          "an appended code has its name");
+    check(strcmp(sgemm_bi_status_name(LAST_STATUS + 1), "SGEMM_BI_STATUS_UNKNOWN") == 0,
           "an unknown number has the UNKNOWN name");
 }
 
@@ -324,6 +388,8 @@ int main(void) {
     descriptor_errors();
     pointer_errors();
     shape_and_dtype_errors();
+    overlap_errors();
+    pointer_check_switch();
     convenience_errors();
     engine_errors();
     status_names();

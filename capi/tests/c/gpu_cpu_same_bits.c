@@ -3,7 +3,9 @@
  * bits on the scalar tier, for f32, bf16 and f16, both layouts of each operand, padding,
  * batches, a bias, both output modes, on a stream of the caller's and on the default stream.
  * Also the GPU-only error paths that can be provoked: a misaligned device pointer
- * (SGEMM_BI_STATUS_MISALIGNED) and a device ordinal that does not exist (NO_DEVICE).
+ * (SGEMM_BI_STATUS_MISALIGNED), C overlapping A in device memory (OVERLAPPING_OPERANDS),
+ * host memory given to the GPU (INACCESSIBLE_MEMORY) and a device ordinal that does not
+ * exist (NO_DEVICE).
  *
  * Without a GPU it prints why and exits 0, or 1 when SGEMM_BI_REQUIRE_GPU=1.
  * Prints "gpu_cpu_same_bits: N passed, M failed".
@@ -161,6 +163,21 @@ static void gpu_errors(void) {
     check(s == SGEMM_BI_STATUS_MISALIGNED, "a misaligned A is SGEMM_BI_STATUS_MISALIGNED");
     check(strstr(sgemm_bi_last_error_message(), "not a multiple of its element size") != NULL,
           "the message says why");
+    /* C on top of A in device memory. */
+    s = sgemm_bi_gemm(gpu, &d, cuda_ptr(p), cuda_ptr(p + 128), NULL, cuda_ptr(p + 32), stream);
+    check(s == SGEMM_BI_STATUS_OVERLAPPING_OPERANDS, "C overlapping A is OVERLAPPING_OPERANDS");
+    check(strstr(sgemm_bi_last_error_message(), "overlaps A") != NULL, "the message says so");
+    /* Host memory for A: rejected by the pointer checks (accepted only where the GPU reads
+     * pageable memory, HMM/ATS, which the result then shows). */
+    s = sgemm_bi_gemm(gpu, &d, host, cuda_ptr(p), NULL, cuda_ptr(p + 128), stream);
+    check(s == SGEMM_BI_STATUS_INACCESSIBLE_MEMORY || s == SGEMM_BI_STATUS_OK,
+          "host memory for A is INACCESSIBLE_MEMORY (or fine on an HMM system)");
+    if (s == SGEMM_BI_STATUS_INACCESSIBLE_MEMORY) {
+        check(strstr(sgemm_bi_last_error_message(), "not memory the CUDA driver knows") != NULL,
+              "the message says why");
+    } else {
+        printf("gpu_cpu_same_bits: this GPU reads pageable host memory\n");
+    }
     cu.cuStreamSynchronize(stream);
     cu.cuMemFree(p);
     s = sgemm_bi_engine_create(SGEMM_BI_DEVICE_KIND_CUDA, 4096, &e);

@@ -1,19 +1,26 @@
 //! The CUDA backend: one device's primary context, the loaded PTX modules, and launches on
 //! the caller's stream. No stream, allocation or synchronization of its own per call, so
 //! calls can be captured in CUDA graphs.
+//!
+//! The modules of a device are loaded once per process and kept until it exits, shared by
+//! every engine of that device (`Loaded`): dropping an engine never unloads a kernel that
+//! work still queued on a stream, or a captured graph, may run, and creating and dropping
+//! engines in a loop neither reloads the PTX nor leaks modules.
 
 mod hopper;
 mod kernel_abi;
+mod pointers;
 mod scalar;
 mod tensor;
 
 use std::ffi::CString;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::{result, sys, CudaContext};
 
 use crate::error::{Error, Operand as Which, Result};
 use crate::types::{Gemm, GemmPointers, Stream, Tier};
+use crate::validate::Extents;
 
 /// PTX text of each module the engine may load (see `kernels-gpu/`).
 #[derive(Debug)]
@@ -106,17 +113,21 @@ impl Drop for Module {
     }
 }
 
-/// The engine's state on one CUDA device.
-pub(crate) struct CudaBackend {
+/// One device's primary context and the kernels loaded into it: created once per process
+/// for each device and set of kernel images, and never dropped (see the module comment).
+struct Loaded {
     ctx: Arc<CudaContext>,
+    ordinal: usize,
     capability: (u32, u32),
+    /// The device reads ordinary (pageable) host memory (HMM or ATS systems), so the
+    /// pointer checks accept addresses the driver does not know.
+    pageable_memory_access: bool,
     /// `None` on GPUs older than sm_80, where the sm_80 module cannot load.
     scalar: Option<scalar::ScalarKernels>,
     /// `None` on GPUs older than sm_80 (mma.sync m16n8k16 with bf16 needs sm_80).
     tensor: Option<tensor::TensorKernels>,
     /// `None` except on compute capability 9.0 (sm_90a code).
     hopper: Option<hopper::HopperKernels>,
-    tc_path: TcPath,
     // Declared last: dropped after the function handles that point into them.
     _sm80: Option<Module>,
     _sm90a: Option<Module>,
@@ -124,30 +135,37 @@ pub(crate) struct CudaBackend {
 
 // SAFETY: CUmodule and CUfunction handles are immutable after loading and the CUDA driver
 // API is thread-safe; every use binds the context to the calling thread first.
-unsafe impl Send for CudaBackend {}
-// SAFETY: as above; no method mutates the backend.
-unsafe impl Sync for CudaBackend {}
+unsafe impl Send for Loaded {}
+// SAFETY: as above; nothing mutates a `Loaded`.
+unsafe impl Sync for Loaded {}
 
-impl CudaBackend {
-    pub(crate) fn new(ordinal: usize, kernels: &KernelImages, tc_path: TcPath) -> Result<Self> {
-        // SAFETY: only probes whether libcuda can be loaded; cudarc panics on first use
-        // without it, so this must come first.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(Error::NoDriver("libcuda.so could not be loaded".into()));
+/// Every `Loaded` of this process, by device ordinal and kernel images (their address).
+static LOADED: Mutex<Vec<(usize, usize, Arc<Loaded>)>> = Mutex::new(Vec::new());
+
+impl Loaded {
+    /// The kernels of device `ordinal` (an existing device), loading them on first use.
+    fn get(ordinal: usize, kernels: &'static KernelImages) -> Result<Arc<Self>> {
+        let images = std::ptr::from_ref(kernels) as usize;
+        // A panic while loading leaves the list as it was: its entries are all complete.
+        let mut all = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, _, l)) = all.iter().find(|e| e.0 == ordinal && e.1 == images) {
+            return Ok(l.clone());
         }
-        let count = match CudaContext::device_count() {
-            Ok(n) => n.max(0) as usize,
-            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => 0,
-            Err(e) => return Err(Error::NoDriver(format!("cuInit failed: {e}"))),
-        };
-        if ordinal >= count {
-            return Err(Error::NoDevice { ordinal, count });
-        }
+        let loaded = Arc::new(Self::load(ordinal, kernels)?);
+        all.push((ordinal, images, loaded.clone()));
+        Ok(loaded)
+    }
+
+    fn load(ordinal: usize, kernels: &KernelImages) -> Result<Self> {
         let ctx = CudaContext::new(ordinal).map_err(driver_error("cuDevicePrimaryCtxRetain"))?;
         let (major, minor) = ctx
             .compute_capability()
             .map_err(driver_error("cuDeviceGetAttribute"))?;
         let capability = (major as u32, minor as u32);
+        let pageable_memory_access = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)
+            .map_err(driver_error("cuDeviceGetAttribute"))?
+            != 0;
         let (sm80, scalar, tensor) = if capability >= (8, 0) {
             let module = Module::load(&ctx, kernels.sm80)?;
             let get = |name: &str| module.function(name);
@@ -167,57 +185,113 @@ impl CudaBackend {
         } else {
             (None, None)
         };
-        Ok(CudaBackend {
+        Ok(Loaded {
             ctx,
+            ordinal,
             capability,
+            pageable_memory_access,
             scalar,
             tensor,
             hopper,
-            tc_path,
             _sm80: sm80,
             _sm90a: sm90a,
         })
     }
+}
+
+/// The engine's state on one CUDA device: the device's shared kernels and this engine's
+/// choice of tensor-core path.
+pub(crate) struct CudaBackend {
+    loaded: Arc<Loaded>,
+    tc_path: TcPath,
+}
+
+impl CudaBackend {
+    pub(crate) fn new(
+        ordinal: usize,
+        kernels: &'static KernelImages,
+        tc_path: TcPath,
+    ) -> Result<Self> {
+        // SAFETY: only probes whether libcuda can be loaded; cudarc panics on first use
+        // without it, so this must come first.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::NoDriver("libcuda.so could not be loaded".into()));
+        }
+        let count = match CudaContext::device_count() {
+            Ok(n) => n.max(0) as usize,
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => 0,
+            Err(e) => return Err(Error::NoDriver(format!("cuInit failed: {e}"))),
+        };
+        if ordinal >= count {
+            return Err(Error::NoDevice { ordinal, count });
+        }
+        let loaded = Loaded::get(ordinal, kernels)?;
+        // Creating an engine leaves its context current on the calling thread, loaded now or
+        // before (callers allocate right after, as with any CUDA library).
+        loaded
+            .ctx
+            .bind_to_thread()
+            .map_err(driver_error("cuCtxSetCurrent"))?;
+        Ok(CudaBackend { loaded, tc_path })
+    }
 
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
-        &self.ctx
+        &self.loaded.ctx
     }
 
     pub(crate) fn compute_capability(&self) -> (u32, u32) {
-        self.capability
+        self.loaded.capability
     }
 
     /// Why `tier` cannot run here, if it cannot.
     pub(crate) fn tier_unavailable(&self, tier: Tier) -> Option<String> {
         let missing = match tier {
-            Tier::Scalar => self.scalar.is_none(),
-            Tier::TensorCores => self.tensor.is_none(),
+            Tier::Scalar => self.loaded.scalar.is_none(),
+            Tier::TensorCores => self.loaded.tensor.is_none(),
         };
         missing.then(|| {
             format!(
                 "compute capability {}.{} is older than 8.0, the oldest the {tier} kernels are \
                  built for",
-                self.capability.0, self.capability.1
+                self.loaded.capability.0, self.loaded.capability.1
             )
         })
     }
 
-    /// Enqueues `g` on `stream`.
+    /// Enqueues `g` on `stream`, after checking each pointer's alignment and, when
+    /// `check_memory` is set, where each buffer lies (`pointers.rs`).
     ///
     /// # Safety
-    /// The pointers of `p` are device pointers of this context valid for the spans
-    /// `validate::check(g)` gave, C overlaps no input, and they outlive the work on `stream`,
-    /// a stream of this context or null.
-    pub(crate) unsafe fn gemm(&self, g: &Gemm, p: &GemmPointers, stream: Stream) -> Result<()> {
+    /// The pointers of `p` are device pointers of this context valid for the spans `ext`
+    /// (`validate::check(g)`), C overlaps no input, and they outlive the work on `stream`, a
+    /// stream of this context or null.
+    pub(crate) unsafe fn gemm(
+        &self,
+        g: &Gemm,
+        p: &GemmPointers,
+        ext: &Extents,
+        stream: Stream,
+        check_memory: bool,
+    ) -> Result<()> {
         check_alignment(g, p)?;
-        self.ctx
+        self.loaded
+            .ctx
             .bind_to_thread()
             .map_err(driver_error("cuCtxSetCurrent"))?;
+        if check_memory {
+            pointers::check(&self.loaded, g, ext, p)?;
+        }
         let stream = stream.0 as sys::CUstream;
         const CHECKED: &str = "tier availability is checked before launch";
         // SAFETY (both arms): forwarded contract.
         match g.tier {
-            Tier::Scalar => unsafe { self.scalar.as_ref().expect(CHECKED).launch(g, p, stream) },
+            Tier::Scalar => unsafe {
+                self.loaded
+                    .scalar
+                    .as_ref()
+                    .expect(CHECKED)
+                    .launch(g, p, stream)
+            },
             Tier::TensorCores => unsafe { self.launch_tensor(g, p, stream) },
         }
     }
@@ -233,7 +307,7 @@ impl CudaBackend {
         p: &GemmPointers,
         stream: sys::CUstream,
     ) -> Result<()> {
-        let hopper = match (self.tc_path, &self.hopper) {
+        let hopper = match (self.tc_path, &self.loaded.hopper) {
             (TcPath::Portable, _) => None,
             (_, Some(h)) => match hopper::can_implement(g, p.a as usize, p.b as usize) {
                 Ok(()) => Some(h),
@@ -259,7 +333,8 @@ impl CudaBackend {
         match hopper {
             Some(h) => unsafe { h.launch(g, p, stream) },
             None => unsafe {
-                self.tensor
+                self.loaded
+                    .tensor
                     .as_ref()
                     .expect("tier availability is checked before launch")
                     .launch(g, p, stream)

@@ -35,7 +35,7 @@ impl Dest {
             c: p.c as *mut u8,
             mode: g.c.mode,
             ldc: g.c.ldc,
-            batch_bytes: g.c.batch_stride * g.c.mode.dtype().size(),
+            batch_bytes: super::pack::batch_bytes(g, g.c.batch_stride, g.c.mode.dtype()),
         }
     }
 

@@ -51,6 +51,17 @@ unsafe impl Send for Source {}
 // SAFETY: as above.
 unsafe impl Sync for Source {}
 
+/// Bytes between batch entries of an operand with this element stride: 0 for an unbatched
+/// call, whose stride is ignored and may be any value up to `validate::MAX_DIM` (whose byte
+/// size can overflow); for a batched call validation bounds it.
+pub(super) fn batch_bytes(g: &Gemm, stride: usize, dtype: DType) -> usize {
+    if g.batch > 1 {
+        stride * dtype.size()
+    } else {
+        0
+    }
+}
+
 impl Source {
     /// A (lanes = rows of A), batch entry 0.
     pub(super) fn a(g: &Gemm, p: &GemmPointers) -> Source {
@@ -63,7 +74,7 @@ impl Source {
             dtype: g.a.dtype,
             lane_stride,
             k_stride,
-            batch_bytes: g.a.batch_stride * g.a.dtype.size(),
+            batch_bytes: batch_bytes(g, g.a.batch_stride, g.a.dtype),
         }
     }
 
@@ -78,7 +89,7 @@ impl Source {
             dtype: g.b.dtype,
             lane_stride,
             k_stride,
-            batch_bytes: g.b.batch_stride * g.b.dtype.size(),
+            batch_bytes: batch_bytes(g, g.b.batch_stride, g.b.dtype),
         }
     }
 
