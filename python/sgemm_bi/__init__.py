@@ -10,12 +10,15 @@ The API::
     sgemm_bi.enable(tier="auto"); sgemm_bi.disable()       # every matmul of a model
     with sgemm_bi.mode(tier="auto"): ...
     sgemm_bi.Engine(device)                                # raw pointers, explicit stream
+    sgemm_bi.deterministic_linear(x, weight_kn, bias, tensor_cores=False)  # the 0.1 name
 
 Tiers: ``"scalar"`` is the bit contract (each output element one f32 fma chain in ascending
 k, the same bits on the CPU and on every GPU); ``"tensor_cores"`` uses the GPU's tensor
-cores (bf16/f16) in a fixed order, batch-invariant; ``"auto"`` picks tensor cores for
+cores (bf16/f16) in a fixed order, batch-invariant (on the CPU, an exact model of the sm_90
+tensor cores gives their bits); ``"auto"`` picks tensor cores for
 bf16/f16 on a GPU whose engine runs them, and the scalar tier otherwise. A tier asked for
-by name is never replaced by another.
+by name is never replaced by another. Every ``tier=`` also takes sgemm-bi 0.1's
+``tensor_cores=True`` / ``False`` (``"tensor_cores"`` / ``"scalar"``), not both.
 
 Importing the package loads nothing: libsgemm_bi is loaded on first use (``SGEMM_BI_LIB``
 overrides where from), and a CUDA engine is created the first time a CUDA tensor needs one,
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import errors, ops
+from . import errors, ops, parallel
 from ._version import __version__
 from .engine import Capabilities, Engine
 from .errors import (
@@ -38,6 +41,7 @@ from .errors import (
     UnsupportedDtypeError,
 )
 from .functional import linear, matmul
+from .compat import deterministic_linear
 from .dispatch import disable, enable, is_enabled, mode
 from .nn import Linear
 
@@ -45,6 +49,7 @@ __all__ = [
     "__version__",
     "matmul",
     "linear",
+    "deterministic_linear",
     "Linear",
     "enable",
     "disable",
@@ -56,6 +61,7 @@ __all__ = [
     "library_version",
     "errors",
     "ops",
+    "parallel",
     "SgemmBiError",
     "TierUnavailableError",
     "UnsupportedDtypeError",

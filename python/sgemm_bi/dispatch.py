@@ -48,7 +48,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .functional import linear
-from .ops import TORCH_DTYPES, check_tier, run_gemm
+from .ops import TIER_DEFAULT, TORCH_DTYPES, pick_tier, run_gemm
 
 __all__ = ["enable", "disable", "mode", "is_enabled"]
 
@@ -209,15 +209,18 @@ def _linear_args(input: Any, weight: Any, bias: Any = None) -> tuple[Any, Any, A
 _state = threading.local()
 
 
-def _modes(tier: str) -> tuple[_LinearFunctionMode, _GemmDispatchMode]:
-    check_tier(tier)
+def _modes(tier: str, tensor_cores: Optional[bool]) -> tuple[_LinearFunctionMode,
+                                                             _GemmDispatchMode]:
+    tier = pick_tier(tier, tensor_cores)
     return _LinearFunctionMode(tier), _GemmDispatchMode(tier)
 
 
-def enable(tier: str = "auto") -> None:
+def enable(tier: str = TIER_DEFAULT, *, tensor_cores: Optional[bool] = None) -> None:
     """Routes every matmul on this thread through the engine until :func:`disable` (see the
-    module documentation for what is routed). Calling it again replaces the tier."""
-    modes = _modes(tier)
+    module documentation for what is routed). Calling it again replaces the tier.
+    ``tensor_cores=True``/``False`` is sgemm-bi 0.1's spelling of ``tier="tensor_cores"``/
+    ``"scalar"`` (not together with ``tier``)."""
+    modes = _modes(tier, tensor_cores)
     disable()
     modes[0].__enter__()
     try:
@@ -243,9 +246,10 @@ def disable() -> None:
 
 
 @contextlib.contextmanager
-def mode(tier: str = "auto") -> Iterator[None]:
-    """``with sgemm_bi.mode(tier):`` — :func:`enable` for the duration of the block."""
-    fmode, dmode = _modes(tier)
+def mode(tier: str = TIER_DEFAULT, *, tensor_cores: Optional[bool] = None) -> Iterator[None]:
+    """``with sgemm_bi.mode(tier):`` — :func:`enable` for the duration of the block
+    (``tier`` and ``tensor_cores`` as for :func:`enable`)."""
+    fmode, dmode = _modes(tier, tensor_cores)
     with fmode, dmode:
         yield
 

@@ -13,16 +13,23 @@ The library cannot see allocation sizes: the caller guarantees that each buffer 
 its descriptor says. The torch layer (:mod:`sgemm_bi.ops`) builds descriptors from tensors
 and is the safe way in.
 
+:meth:`Engine.forward`, :meth:`Engine.backward_dw` and :meth:`Engine.backward_dx` also take
+sgemm-bi 0.1's positional pointer form (``forward(y_ptr, x_ptr, w_ptr, bias_ptr, m, k, n,
+dtype, stream, tensor_cores)``, W stored ``[K, N]``), told apart from the descriptor form by
+the first argument. Library failures raise :class:`~sgemm_bi.errors.SgemmBiError`, a
+:class:`RuntimeError`, in both forms.
+
 This module does not import torch.
 """
 
 from __future__ import annotations
 
 import ctypes
+import operator
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from . import _capi
 from ._capi import (
@@ -83,7 +90,8 @@ def parse_tier(tier: Tier | str | int) -> Tier:
 
 
 _DTYPE_NAMES = {"f32": DType.F32, "float32": DType.F32, "bf16": DType.BF16,
-                "bfloat16": DType.BF16, "f16": DType.F16, "float16": DType.F16}
+                "bfloat16": DType.BF16, "f16": DType.F16, "float16": DType.F16,
+                "half": DType.F16}
 
 
 def _dtype(d: Any) -> DType:
@@ -158,6 +166,36 @@ def _current_cuda_device() -> int:
     return 0
 
 
+def _descriptor_form(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an Engine call is the descriptor form (its first argument a
+    :class:`LinearDesc`, or ``layer=`` given) rather than sgemm-bi 0.1's pointer form."""
+    if args:
+        return isinstance(args[0], LinearDesc)
+    return "layer" in kwargs
+
+
+def _size(v: Any, name: str) -> int:
+    """A dimension of a 0.1-form call: a non-negative integer."""
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(v).__name__}") from None
+    if i < 0:
+        raise ValueError(f"{name} is {i}: sizes must be >= 0")
+    return i
+
+
+def _layer_01(m: Any, k: Any, n: Any, dtype: Any, tensor_cores: Any) -> LinearDesc:
+    """The layer descriptor of a 0.1-form call: W stored ``[K, N]``, the tier from
+    ``tensor_cores``."""
+    if not isinstance(tensor_cores, bool):
+        raise TypeError(f"tensor_cores is {tensor_cores!r}: it must be True or False")
+    return Engine.linear_desc(
+        _size(m, "m"), _size(k, "k"), _size(n, "n"), _dtype(dtype), WeightLayout.KN,
+        Tier.TENSOR_CORES if tensor_cores else Tier.SCALAR,
+    )
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What an engine's device is and can do (``sgemm_bi_capabilities``)."""
@@ -179,7 +217,9 @@ class Capabilities:
 
 class Engine:
     """A GEMM engine bound to one device: ``Engine("cpu")``, ``Engine("cuda:0")``,
-    ``Engine(0)`` or ``Engine(torch.device(...))``.
+    ``Engine(0)`` or ``Engine(torch.device(...))``. An integer is a CUDA device ordinal, as
+    in sgemm-bi 0.1 (``Engine(0)`` is ``Engine("cuda:0")``); the CPU backend is only ever
+    ``"cpu"`` (or ``torch.device("cpu")``).
 
     Creating a CUDA engine loads the library's kernels (JIT-compiled by the driver once per
     process and device); without a driver it raises :class:`~sgemm_bi.errors.NoDriverError`,
@@ -285,33 +325,125 @@ class Engine:
             self.handle, ctypes.byref(desc), _address(a, "a"), _address(b, "b"),
             _address(bias, "bias"), _address(c, "c"), _stream(stream)))
 
+    # The 0.1 forms. sgemm-bi 0.1's Engine took raw pointers and sizes positionally, W
+    # stored [K, N], an f32 bias, dW accumulated in f32 and ``tensor_cores`` as a bool.
+    # ``forward``, ``backward_dw`` and ``backward_dx`` accept both that form and the
+    # descriptor form above them, told apart by the first argument: a :class:`LinearDesc`
+    # (or a ``layer=`` keyword) is the descriptor form, anything else the 0.1 form. The
+    # @overload stubs give each form its own signature for readers and type checkers.
+
+    @overload
     def forward(self, layer: LinearDesc, x: Any, w: Any, y: Any, *, bias: Any = None,
-                bias_dtype: Any = None, stream: Any = None) -> None:
-        """``sgemm_bi_forward``: ``Y[M,N] = X[M,K] · W (+ bias[N])``; ``bias_dtype`` is
-        f32 or the layer's dtype (default: the layer's dtype)."""
+                bias_dtype: Any = None, stream: Any = None) -> None: ...
+
+    @overload
+    def forward(self, y_ptr: Any, x_ptr: Any, w_ptr: Any, bias_ptr: Any, m: int, k: int,
+                n: int, dtype: Any, stream: Any = None, tensor_cores: bool = False) -> None: ...
+
+    def forward(self, *args: Any, **kwargs: Any) -> None:
+        """``sgemm_bi_forward``: ``Y[M,N] = X[M,K] · W (+ bias[N])``. Two forms:
+
+        ``forward(layer, x, w, y, *, bias=None, bias_dtype=None, stream=None)``
+            W as ``layer`` says; ``bias_dtype`` is f32 or the layer's dtype (default: the
+            layer's dtype).
+        ``forward(y_ptr, x_ptr, w_ptr, bias_ptr, m, k, n, dtype, stream=None, tensor_cores=False)``
+            sgemm-bi 0.1's form: X ``[M,K]``, W ``[K,N]`` and Y ``[M,N]`` dense row-major in
+            ``dtype`` (``"float32"``/``"f32"``, ``"bfloat16"``/``"bf16"``,
+            ``"float16"``/``"f16"``/``"half"``), ``bias_ptr`` an f32 ``[N]`` or ``None``;
+            ``tensor_cores`` picks the tensor-core tier (``True``) or the scalar tier.
+        """
+        if _descriptor_form(args, kwargs):
+            self._forward(*args, **kwargs)
+        else:
+            self._forward_01(*args, **kwargs)
+
+    @overload
+    def backward_dw(self, layer: LinearDesc, dy: Any, x: Any, dw: Any, *,
+                    mode: OutputMode = OutputMode.OVERWRITE, dw_dtype: Any = None,
+                    stream: Any = None) -> None: ...
+
+    @overload
+    def backward_dw(self, dw_ptr: Any, dy_ptr: Any, x_ptr: Any, m: int, k: int, n: int,
+                    dtype: Any, stream: Any = None, tensor_cores: bool = False) -> None: ...
+
+    def backward_dw(self, *args: Any, **kwargs: Any) -> None:
+        """``sgemm_bi_backward_dw``: ``dW = Xᵀ · dY`` (reduced over the M rows in ascending
+        order). Two forms:
+
+        ``backward_dw(layer, dy, x, dw, *, mode=OutputMode.OVERWRITE, dw_dtype=None, stream=None)``
+            dW in W's layout, overwritten in ``dw_dtype`` (default: the layer's dtype) or
+            accumulated into f32 (``mode=OutputMode.ACCUMULATE_F32``, ``dw_dtype`` f32).
+        ``backward_dw(dw_ptr, dy_ptr, x_ptr, m, k, n, dtype, stream=None, tensor_cores=False)``
+            sgemm-bi 0.1's form: dY ``[M,N]`` and X ``[M,K]`` in ``dtype``, dW an f32
+            ``[K,N]`` accumulated into (``dW += Xᵀ · dY``, one f32 add per element).
+        """
+        if _descriptor_form(args, kwargs):
+            self._backward_dw(*args, **kwargs)
+        else:
+            self._backward_dw_01(*args, **kwargs)
+
+    @overload
+    def backward_dx(self, layer: LinearDesc, dy: Any, w: Any, dx: Any, *,
+                    stream: Any = None) -> None: ...
+
+    @overload
+    def backward_dx(self, dx_ptr: Any, dy_ptr: Any, w_ptr: Any, m: int, k: int, n: int,
+                    dtype: Any, stream: Any = None, tensor_cores: bool = False) -> None: ...
+
+    def backward_dx(self, *args: Any, **kwargs: Any) -> None:
+        """``sgemm_bi_backward_dx``: ``dX[M,K] = dY[M,N] · Wᵀ`` in the layer's dtype. Two
+        forms:
+
+        ``backward_dx(layer, dy, w, dx, *, stream=None)``
+            W as ``layer`` says.
+        ``backward_dx(dx_ptr, dy_ptr, w_ptr, m, k, n, dtype, stream=None, tensor_cores=False)``
+            sgemm-bi 0.1's form: dY ``[M,N]``, W ``[K,N]`` and dX ``[M,K]`` in ``dtype``.
+        """
+        if _descriptor_form(args, kwargs):
+            self._backward_dx(*args, **kwargs)
+        else:
+            self._backward_dx_01(*args, **kwargs)
+
+    # The descriptor forms.
+
+    def _forward(self, layer: LinearDesc, x: Any, w: Any, y: Any, *, bias: Any = None,
+                 bias_dtype: Any = None, stream: Any = None) -> None:
         bd = DType(layer.dtype) if bias_dtype is None else _dtype(bias_dtype)
         check(self._lib.sgemm_bi_forward(
             self.handle, ctypes.byref(layer), _address(x, "x"), _address(w, "w"),
             _address(bias, "bias"), bd, _address(y, "y"), _stream(stream)))
 
-    def backward_dw(self, layer: LinearDesc, dy: Any, x: Any, dw: Any, *,
-                    mode: OutputMode = OutputMode.OVERWRITE, dw_dtype: Any = None,
-                    stream: Any = None) -> None:
-        """``sgemm_bi_backward_dw``: ``dW = Xᵀ · dY`` in W's layout, overwritten in
-        ``dw_dtype`` (default: the layer's dtype) or accumulated into f32
-        (``mode=OutputMode.ACCUMULATE_F32``, ``dw_dtype`` f32)."""
+    def _backward_dw(self, layer: LinearDesc, dy: Any, x: Any, dw: Any, *,
+                     mode: OutputMode = OutputMode.OVERWRITE, dw_dtype: Any = None,
+                     stream: Any = None) -> None:
         if dw_dtype is None:
             dw_dtype = DType.F32 if mode == OutputMode.ACCUMULATE_F32 else DType(layer.dtype)
         check(self._lib.sgemm_bi_backward_dw(
             self.handle, ctypes.byref(layer), _address(dy, "dy"), _address(x, "x"),
             _address(dw, "dw"), OutputMode(mode), _dtype(dw_dtype), _stream(stream)))
 
-    def backward_dx(self, layer: LinearDesc, dy: Any, w: Any, dx: Any, *,
-                    stream: Any = None) -> None:
-        """``sgemm_bi_backward_dx``: ``dX[M,K] = dY[M,N] · Wᵀ`` in the layer's dtype."""
+    def _backward_dx(self, layer: LinearDesc, dy: Any, w: Any, dx: Any, *,
+                     stream: Any = None) -> None:
         check(self._lib.sgemm_bi_backward_dx(
             self.handle, ctypes.byref(layer), _address(dy, "dy"), _address(w, "w"),
             _address(dx, "dx"), _stream(stream)))
+
+    # The 0.1 forms: a [K, N] layer descriptor, then the descriptor forms.
+
+    def _forward_01(self, y_ptr: Any, x_ptr: Any, w_ptr: Any, bias_ptr: Any, m: int, k: int,
+                    n: int, dtype: Any, stream: Any = None, tensor_cores: bool = False) -> None:
+        self._forward(_layer_01(m, k, n, dtype, tensor_cores), x_ptr, w_ptr, y_ptr,
+                      bias=bias_ptr, bias_dtype=DType.F32, stream=stream)
+
+    def _backward_dw_01(self, dw_ptr: Any, dy_ptr: Any, x_ptr: Any, m: int, k: int, n: int,
+                        dtype: Any, stream: Any = None, tensor_cores: bool = False) -> None:
+        self._backward_dw(_layer_01(m, k, n, dtype, tensor_cores), dy_ptr, x_ptr, dw_ptr,
+                          mode=OutputMode.ACCUMULATE_F32, dw_dtype=DType.F32, stream=stream)
+
+    def _backward_dx_01(self, dx_ptr: Any, dy_ptr: Any, w_ptr: Any, m: int, k: int, n: int,
+                        dtype: Any, stream: Any = None, tensor_cores: bool = False) -> None:
+        self._backward_dx(_layer_01(m, k, n, dtype, tensor_cores), dy_ptr, w_ptr, dx_ptr,
+                          stream=stream)
 
     # -- lifetime ------------------------------------------------------------------------
 

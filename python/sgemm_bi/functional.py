@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .ops import _check_tensor, _flat_rows, check_inputs, check_tier
+from .ops import TIER_DEFAULT, _check_tensor, _flat_rows, check_inputs, pick_tier
 
 __all__ = ["matmul", "linear"]
 
@@ -34,7 +34,8 @@ def _autocast(device_type: str, *tensors: Optional[Tensor]) -> tuple[Optional[Te
     )
 
 
-def matmul(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, *, tier: str = "auto") -> Tensor:
+def matmul(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, *, tier: str = TIER_DEFAULT,
+           tensor_cores: Optional[bool] = None) -> Tensor:
     """``a @ b (+ bias)`` through the engine, with ``torch.matmul``'s shape rules.
 
     ``a`` is ``[..., M, K]`` (or ``[K]``), ``b`` is ``[K, N]``, batched ``[..., K, N]`` (or
@@ -43,7 +44,9 @@ def matmul(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, *, tier: str = "
     inputs' dtype. ``tier`` is ``"auto"`` (tensor cores for bf16/f16 on a GPU whose engine
     runs them, the scalar tier otherwise), ``"scalar"`` (the bit contract: the same bits on
     the CPU and on every GPU) or ``"tensor_cores"`` (an error where unavailable; never
-    replaced by another tier).
+    replaced by another tier). ``tensor_cores=True``/``False`` is sgemm-bi 0.1's spelling of
+    ``tier="tensor_cores"``/``"scalar"``; giving it and ``tier`` together is a
+    :class:`TypeError`.
 
     Differentiable in ``a``, ``b`` and ``bias``; every gradient is computed by the engine
     (see :mod:`sgemm_bi.ops`). Rows of the result never depend on the number of rows or on
@@ -51,7 +54,7 @@ def matmul(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, *, tier: str = "
     """
     _check_tensor(a, "a")
     _check_tensor(b, "b")
-    check_tier(tier)
+    tier = pick_tier(tier, tensor_cores)
     a, b, bias = _autocast(a.device.type, a, b, bias)
     check_inputs(a, b, bias)
     if a.dim() == 0 or b.dim() == 0:
@@ -106,18 +109,19 @@ def _batched(t: Tensor, batch: torch.Size) -> Tensor:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
-           tier: str = "auto") -> Tensor:
+           tier: str = TIER_DEFAULT, tensor_cores: Optional[bool] = None) -> Tensor:
     """``x @ weight.T (+ bias)`` with ``torch.nn.functional.linear``'s semantics.
 
     ``x`` is ``[..., in_features]``, ``weight`` is ``[out_features, in_features]`` (torch's
     layout, read in place as a column-major operand), ``bias`` is ``[out_features]``
-    (float32 or the inputs' dtype). ``tier`` as for :func:`matmul`. Differentiable; the
-    weight gradient is computed directly in the weight's ``[out, in]`` layout, and the bias
-    gradient is the fixed-order column sum of :func:`sgemm_bi.ops.bias_grad`.
+    (float32 or the inputs' dtype). ``tier`` and ``tensor_cores`` as for :func:`matmul`.
+    Differentiable; the weight gradient is computed directly in the weight's ``[out, in]``
+    layout, and the bias gradient is the fixed-order column sum of
+    :func:`sgemm_bi.ops.bias_grad`.
     """
     _check_tensor(x, "x")
     _check_tensor(weight, "weight")
-    check_tier(tier)
+    tier = pick_tier(tier, tensor_cores)
     x, weight, bias = _autocast(x.device.type, x, weight, bias)
     check_inputs(x, weight, bias, names=("x", "weight", "bias"))
     if weight.dim() != 2:

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from .functional import _autocast, linear
-from .ops import check_inputs, check_tier
+from .ops import TIER_DEFAULT, check_inputs, pick_tier
 
 __all__ = ["Linear"]
 
@@ -25,6 +25,9 @@ class Linear(nn.Linear):
     Args:
         in_features, out_features, bias, device, dtype: as for :class:`torch.nn.Linear`.
         tier: ``"auto"``, ``"scalar"`` or ``"tensor_cores"`` (see :func:`sgemm_bi.matmul`).
+        tensor_cores: sgemm-bi 0.1's spelling of the tier: ``True`` is
+            ``tier="tensor_cores"``, ``False`` is ``tier="scalar"``; not together with
+            ``tier``.
         fp32_grad_accumulation: accumulate the weight gradient across backward passes into
             an f32 ``weight.main_grad`` (and the bias gradient into ``bias.main_grad``)
             with the engine's accumulate mode, instead of into ``.grad``: for 16-bit
@@ -45,11 +48,13 @@ class Linear(nn.Linear):
         device: Any = None,
         dtype: Optional[torch.dtype] = None,
         *,
-        tier: str = "auto",
+        tier: str = TIER_DEFAULT,
         fp32_grad_accumulation: bool = False,
+        tensor_cores: Optional[bool] = None,
     ) -> None:
+        tier = pick_tier(tier, tensor_cores)  # before allocating anything
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
-        self.tier = check_tier(tier)
+        self.tier = tier
         self.fp32_grad_accumulation = bool(fp32_grad_accumulation)
 
     @classmethod
@@ -57,20 +62,23 @@ class Linear(nn.Linear):
         cls,
         linear: nn.Linear,
         *,
-        tier: str = "auto",
+        tier: str = TIER_DEFAULT,
         fp32_grad_accumulation: bool = False,
+        tensor_cores: Optional[bool] = None,
     ) -> Linear:
         """A :class:`Linear` that uses ``linear``'s parameters: the same ``Parameter``
-        objects, not copies, so an optimizer that holds them keeps working."""
+        objects, not copies, so an optimizer that holds them keeps working. ``tier``,
+        ``fp32_grad_accumulation`` and ``tensor_cores`` as for :class:`Linear`."""
         if not isinstance(linear, nn.Linear):
             raise TypeError(f"linear must be a torch.nn.Linear, not {type(linear).__name__}")
+        tier = pick_tier(tier, tensor_cores)
         self = cls.__new__(cls)
         nn.Module.__init__(self)
         self.in_features = linear.in_features
         self.out_features = linear.out_features
         self.weight = linear.weight
         self.bias = linear.bias  # a Parameter or None (registered as such)
-        self.tier = check_tier(tier)
+        self.tier = tier
         self.fp32_grad_accumulation = bool(fp32_grad_accumulation)
         self.train(linear.training)
         return self

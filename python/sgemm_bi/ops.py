@@ -50,7 +50,9 @@ from .engine import GemmDesc, Operand, Output, engine_for
 __all__ = [
     "TORCH_DTYPES",
     "TIERS",
+    "TIER_DEFAULT",
     "check_tier",
+    "pick_tier",
     "check_inputs",
     "check_operands",
     "resolve_tier",
@@ -76,6 +78,43 @@ def check_tier(tier: object) -> str:
     if not isinstance(tier, str) or tier not in TIERS:
         raise ValueError(f"tier is {tier!r}: expected 'auto', 'scalar' or 'tensor_cores'")
     return tier
+
+
+class _DefaultTier(str):
+    """The type of :data:`TIER_DEFAULT` (a ``str`` equal to ``"auto"``)."""
+
+    __slots__ = ()
+
+
+TIER_DEFAULT: str = _DefaultTier("auto")
+"""The default of every ``tier`` argument: equal to ``"auto"`` (and shown as ``'auto'``), but
+a distinct object, so that :func:`pick_tier` can tell a ``tier`` left out from an explicit
+``tier="auto"`` and refuse ``tier`` and ``tensor_cores`` given together. (A ``None``
+default would do the same, but the signatures would stop saying what the default means.)"""
+
+
+def pick_tier(tier: object, tensor_cores: Optional[bool] = None) -> str:
+    """The tier named by an entry point's ``tier`` and ``tensor_cores`` arguments, as a
+    plain ``str`` of :data:`TIERS`.
+
+    ``tensor_cores`` is sgemm-bi 0.1's spelling: ``True`` is ``tier="tensor_cores"``,
+    ``False`` is ``tier="scalar"``, ``None`` (the default) leaves ``tier`` in charge. Giving
+    both is a :class:`TypeError` (even when they agree), a ``tensor_cores`` that is not a
+    ``bool`` a :class:`TypeError`, a ``tier`` not in :data:`TIERS` a :class:`ValueError`.
+    """
+    if tensor_cores is None:
+        return str(check_tier(tier))
+    if not isinstance(tensor_cores, bool):
+        raise TypeError(
+            f"tensor_cores is {tensor_cores!r}: it must be True, False or None"
+        )
+    if tier is not TIER_DEFAULT:
+        raise TypeError(
+            f"tier={tier!r} and tensor_cores={tensor_cores!r} were both given: pass one of "
+            "them (tensor_cores=True is tier='tensor_cores', tensor_cores=False is "
+            "tier='scalar')"
+        )
+    return "tensor_cores" if tensor_cores else "scalar"
 
 
 def resolve_tier(tier: str, device: torch.device, dtype: torch.dtype) -> Tier:

@@ -6,12 +6,12 @@ import inspect
 from pathlib import Path
 
 import sgemm_bi
-from sgemm_bi import _capi, dispatch, engine, errors, functional, nn, ops
+from sgemm_bi import _capi, compat, dispatch, engine, errors, functional, nn, ops
 
 
 def test_the_specified_names_exist() -> None:
     for name in ("__version__", "matmul", "linear", "Linear", "enable", "disable", "mode",
-                 "Engine"):
+                 "Engine", "deterministic_linear"):
         assert hasattr(sgemm_bi, name), name
     assert callable(sgemm_bi.Linear.from_torch)
     sig = inspect.signature(sgemm_bi.Linear)
@@ -28,7 +28,7 @@ def _public(module) -> list[tuple[str, object]]:
 
 def test_every_public_name_has_a_docstring() -> None:
     missing = []
-    for module in (sgemm_bi, dispatch, engine, errors, functional, nn, ops):
+    for module in (sgemm_bi, compat, dispatch, engine, errors, functional, nn, ops):
         assert module.__doc__, module.__name__
         for qual, obj in _public(module):
             if inspect.ismodule(obj) or isinstance(obj, (str, tuple, dict)):

@@ -234,8 +234,6 @@ def test_error_messages(gen) -> None:
         sgemm_bi.matmul(a, b.to("meta"))
     with pytest.raises(ValueError, match="tier is 'fast'"):
         sgemm_bi.matmul(a, b, tier="fast")
-    with pytest.raises(errors.TierUnavailableError, match="CPU model of the tensor-core tier is not yet exact"):
-        sgemm_bi.matmul(a.bfloat16(), b.bfloat16(), tier="tensor_cores")
     with pytest.raises(errors.UnsupportedDtypeError, match="use the scalar tier for f32"):
         sgemm_bi.matmul(a, b, tier="tensor_cores")
 
