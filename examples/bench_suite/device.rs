@@ -289,13 +289,17 @@ pub fn gpu_and_driver() -> (String, String) {
         Ok(()) => format!("CUDA {}.{}", v / 1000, (v % 1000) / 10),
         Err(e) => format!("CUDA unknown ({e})"),
     };
-    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu …"
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu …" or "… Open Kernel
+    // Module for x86_64  580.159.04 …": the first word after "Kernel Module" made of digits
+    // and dots.
     let module = std::fs::read_to_string("/proc/driver/nvidia/version")
         .ok()
         .and_then(|s| {
             let line = s.lines().next()?.to_string();
             let rest = line.split("Kernel Module").nth(1)?;
-            rest.split_whitespace().next().map(str::to_string)
+            rest.split_whitespace()
+                .find(|w| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.'))
+                .map(str::to_string)
         });
     let driver = match module {
         Some(m) => format!("{m} ({api})"),
