@@ -11,7 +11,7 @@
 //! writes them with one 8- or 16-byte store, rows of a piece written by eight threads
 //! together. The values are the f32 accumulators, bit for bit: staging changes no result.
 
-use super::config::{EPILOGUE_BYTES, EPILOGUE_COLS, EPILOGUE_PITCH, WG_M};
+use super::config::{EPILOGUE_COLS, EPILOGUE_PITCH, WG_M};
 use crate::arch::shared::{ld_shared_v4_f32, st_shared_v2_f32};
 use crate::arch::sync::bar_sync_named;
 use crate::finish::{bias_at, c_vectors_aligned, finish, finish4};
@@ -52,7 +52,6 @@ pub unsafe fn store<const BN: u32>(
     let has_bias = p.bias_dtype != BIAS_NONE;
     let c_batch = t.batch * p.batch_stride_c;
     let barrier = 1 + wg;
-    const _: () = assert!(EPILOGUE_BYTES == WG_M * EPILOGUE_PITCH * 4);
     // Pieces of EPILOGUE_COLS columns = 4 n8 blocks: j = 4 piece + jl.
     unroll8!(pc => {
         if pc < (BN / EPILOGUE_COLS) as usize {
