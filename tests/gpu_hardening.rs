@@ -81,7 +81,19 @@ fn rejected(
     stream: &RawStream,
     edit: impl FnOnce(&mut GemmPointers),
 ) -> Error {
-    let dev = OnDevice::new(p);
+    rejected_on(gpu, cpu, p, &OnDevice::new(p), stream, edit)
+}
+
+/// As `rejected`, with the problem's device buffers made by the caller (before the bad
+/// pointer, so that a freed address cannot come back as one of them).
+fn rejected_on(
+    gpu: &Engine,
+    cpu: &Engine,
+    p: &Problem,
+    dev: &OnDevice,
+    stream: &RawStream,
+    edit: impl FnOnce(&mut GemmPointers),
+) -> Error {
     let mut ptrs = dev.pointers();
     edit(&mut ptrs);
     // SAFETY: the pointers edited in are ones the library must reject before using them;
@@ -272,11 +284,14 @@ fn pointers_the_device_cannot_use_are_rejected() {
             }
             rejected_count += 1;
         }
-        // A freed allocation.
+        // A freed allocation. The problem's buffers exist first: the driver hands a freed
+        // address out again to the next allocation of a fitting size (seen on the H200,
+        // where B then pointed at A's live buffer and the call was rightly accepted).
+        let live = OnDevice::new(&p);
         let freed = DeviceBuf::alloc(1 << 20);
         let addr = freed.at(0);
         drop(freed);
-        let err = rejected(&gpu, &cpu, &p, &stream, |q| q.b = addr);
+        let err = rejected_on(&gpu, &cpu, &p, &live, &stream, |q| q.b = addr);
         assert!(
             matches!(
                 err,
@@ -291,7 +306,8 @@ fn pointers_the_device_cannot_use_are_rejected() {
         // C starting in mapped memory and running past the mapping's end.
         let (vmm, gran) = Vmm::new(0, 1, 1);
         let c_bytes = p.c0.len() * p.c0.dtype().size();
-        let start = gran - c_bytes / 2;
+        // 16-byte aligned (an unaligned C is another error), half of C past the end.
+        let start = (gran - c_bytes / 2) & !15;
         let err = rejected(&gpu, &cpu, &p, &stream, |q| q.c = vmm.at(start));
         match &err {
             Error::InaccessibleMemory {

@@ -2,7 +2,8 @@
 //! Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>` and
 //! `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` = row-major, `c` =
 //! column-major; `_unaligned` loads operands element by element (any 2-byte alignment).
-//! The sm90a module has only `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>`.
+//! The sm90a module has only `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_x2|_m<BM>]`
+//! (clusters of two; tiles of BM < 128 rows).
 
 #[cfg(not(sgemm_bi_sm90a))]
 pub use sm80::*;
@@ -85,62 +86,83 @@ mod sm90a {
     use crate::params::HopperParams;
 
     macro_rules! hopper_entry {
-        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, bn: $bn:expr, cluster: $c:expr) => {
+        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, bm: $bm:expr, bn: $bn:expr, cluster: $c:expr) => {
             /// Hopper tensor-core GEMM entry point (see `hopper`).
             ///
             /// # Safety
             /// Launched by the host with a validated `HopperParams` (tensor maps built for
-            /// these layouts and this BN), `hopper::config::THREADS` threads and
+            /// these layouts and this tile), `hopper::config::threads(BM)` threads and
             /// `hopper::config::SMEM_BYTES` of dynamic shared memory.
             #[no_mangle]
             pub unsafe extern "ptx-kernel" fn $name(p: HopperParams) {
                 let map_a = crate::kernel_param_generic_address!($name, 0);
                 let map_b = crate::kernel_param_generic_address!($name, 128);
                 // SAFETY: forwarded launch contract.
-                unsafe { hopper::gemm::<$elem, $a, $b, $bn, $c>(&p.gemm, map_a, map_b) }
+                unsafe { hopper::gemm::<$elem, $a, $b, $bn, $bm, $c>(&p.gemm, map_a, map_b) }
             }
         };
     }
 
     macro_rules! hopper_entries {
-        ($($name:ident $elem:ty, $a:expr, $b:expr, $bn:expr, $c:expr;)*) => {
-            $(hopper_entry!($name, $elem, a_k_contiguous: $a, b_k_contiguous: $b, bn: $bn, cluster: $c);)*
+        ($($name:ident $elem:ty, $a:expr, $b:expr, $bm:expr, $bn:expr, $c:expr;)*) => {
+            $(hopper_entry!($name, $elem, a_k_contiguous: $a, b_k_contiguous: $b, bm: $bm, bn: $bn, cluster: $c);)*
         };
     }
 
     hopper_entries! {
-        sgemm_bi_hopper_bf16_rr_n256 Bf16, true, false, 256, 1;
-        sgemm_bi_hopper_bf16_rc_n256 Bf16, true, true, 256, 1;
-        sgemm_bi_hopper_bf16_cr_n256 Bf16, false, false, 256, 1;
-        sgemm_bi_hopper_bf16_cc_n256 Bf16, false, true, 256, 1;
-        sgemm_bi_hopper_f16_rr_n256 F16, true, false, 256, 1;
-        sgemm_bi_hopper_f16_rc_n256 F16, true, true, 256, 1;
-        sgemm_bi_hopper_f16_cr_n256 F16, false, false, 256, 1;
-        sgemm_bi_hopper_f16_cc_n256 F16, false, true, 256, 1;
-        sgemm_bi_hopper_bf16_rr_n128 Bf16, true, false, 128, 1;
-        sgemm_bi_hopper_bf16_rc_n128 Bf16, true, true, 128, 1;
-        sgemm_bi_hopper_bf16_cr_n128 Bf16, false, false, 128, 1;
-        sgemm_bi_hopper_bf16_cc_n128 Bf16, false, true, 128, 1;
-        sgemm_bi_hopper_f16_rr_n128 F16, true, false, 128, 1;
-        sgemm_bi_hopper_f16_rc_n128 F16, true, true, 128, 1;
-        sgemm_bi_hopper_f16_cr_n128 F16, false, false, 128, 1;
-        sgemm_bi_hopper_f16_cc_n128 F16, false, true, 128, 1;
-        sgemm_bi_hopper_bf16_rr_n64 Bf16, true, false, 64, 1;
-        sgemm_bi_hopper_bf16_rc_n64 Bf16, true, true, 64, 1;
-        sgemm_bi_hopper_bf16_cr_n64 Bf16, false, false, 64, 1;
-        sgemm_bi_hopper_bf16_cc_n64 Bf16, false, true, 64, 1;
-        sgemm_bi_hopper_f16_rr_n64 F16, true, false, 64, 1;
-        sgemm_bi_hopper_f16_rc_n64 F16, true, true, 64, 1;
-        sgemm_bi_hopper_f16_cr_n64 F16, false, false, 64, 1;
-        sgemm_bi_hopper_f16_cc_n64 F16, false, true, 64, 1;
+        sgemm_bi_hopper_bf16_rr_n256 Bf16, true, false, 128, 256, 1;
+        sgemm_bi_hopper_bf16_rc_n256 Bf16, true, true, 128, 256, 1;
+        sgemm_bi_hopper_bf16_cr_n256 Bf16, false, false, 128, 256, 1;
+        sgemm_bi_hopper_bf16_cc_n256 Bf16, false, true, 128, 256, 1;
+        sgemm_bi_hopper_f16_rr_n256 F16, true, false, 128, 256, 1;
+        sgemm_bi_hopper_f16_rc_n256 F16, true, true, 128, 256, 1;
+        sgemm_bi_hopper_f16_cr_n256 F16, false, false, 128, 256, 1;
+        sgemm_bi_hopper_f16_cc_n256 F16, false, true, 128, 256, 1;
+        sgemm_bi_hopper_bf16_rr_n128 Bf16, true, false, 128, 128, 1;
+        sgemm_bi_hopper_bf16_rc_n128 Bf16, true, true, 128, 128, 1;
+        sgemm_bi_hopper_bf16_cr_n128 Bf16, false, false, 128, 128, 1;
+        sgemm_bi_hopper_bf16_cc_n128 Bf16, false, true, 128, 128, 1;
+        sgemm_bi_hopper_f16_rr_n128 F16, true, false, 128, 128, 1;
+        sgemm_bi_hopper_f16_rc_n128 F16, true, true, 128, 128, 1;
+        sgemm_bi_hopper_f16_cr_n128 F16, false, false, 128, 128, 1;
+        sgemm_bi_hopper_f16_cc_n128 F16, false, true, 128, 128, 1;
+        sgemm_bi_hopper_bf16_rr_n64 Bf16, true, false, 128, 64, 1;
+        sgemm_bi_hopper_bf16_rc_n64 Bf16, true, true, 128, 64, 1;
+        sgemm_bi_hopper_bf16_cr_n64 Bf16, false, false, 128, 64, 1;
+        sgemm_bi_hopper_bf16_cc_n64 Bf16, false, true, 128, 64, 1;
+        sgemm_bi_hopper_f16_rr_n64 F16, true, false, 128, 64, 1;
+        sgemm_bi_hopper_f16_rc_n64 F16, true, true, 128, 64, 1;
+        sgemm_bi_hopper_f16_cr_n64 F16, false, false, 128, 64, 1;
+        sgemm_bi_hopper_f16_cc_n64 F16, false, true, 128, 64, 1;
         // Clusters of two blocks along M sharing each stage's B tile (multicast).
-        sgemm_bi_hopper_bf16_rr_n256_x2 Bf16, true, false, 256, 2;
-        sgemm_bi_hopper_bf16_rc_n256_x2 Bf16, true, true, 256, 2;
-        sgemm_bi_hopper_bf16_cr_n256_x2 Bf16, false, false, 256, 2;
-        sgemm_bi_hopper_bf16_cc_n256_x2 Bf16, false, true, 256, 2;
-        sgemm_bi_hopper_f16_rr_n256_x2 F16, true, false, 256, 2;
-        sgemm_bi_hopper_f16_rc_n256_x2 F16, true, true, 256, 2;
-        sgemm_bi_hopper_f16_cr_n256_x2 F16, false, false, 256, 2;
-        sgemm_bi_hopper_f16_cc_n256_x2 F16, false, true, 256, 2;
+        sgemm_bi_hopper_bf16_rr_n256_x2 Bf16, true, false, 128, 256, 2;
+        sgemm_bi_hopper_bf16_rc_n256_x2 Bf16, true, true, 128, 256, 2;
+        sgemm_bi_hopper_bf16_cr_n256_x2 Bf16, false, false, 128, 256, 2;
+        sgemm_bi_hopper_bf16_cc_n256_x2 Bf16, false, true, 128, 256, 2;
+        sgemm_bi_hopper_f16_rr_n256_x2 F16, true, false, 128, 256, 2;
+        sgemm_bi_hopper_f16_rc_n256_x2 F16, true, true, 128, 256, 2;
+        sgemm_bi_hopper_f16_cr_n256_x2 F16, false, false, 128, 256, 2;
+        sgemm_bi_hopper_f16_cc_n256_x2 F16, false, true, 128, 256, 2;
+        // Small M (decode): tiles of 64 rows, and of 32, 16 and 8 for a K-contiguous A.
+        sgemm_bi_hopper_bf16_rr_n64_m64 Bf16, true, false, 64, 64, 1;
+        sgemm_bi_hopper_bf16_rc_n64_m64 Bf16, true, true, 64, 64, 1;
+        sgemm_bi_hopper_bf16_cr_n64_m64 Bf16, false, false, 64, 64, 1;
+        sgemm_bi_hopper_bf16_cc_n64_m64 Bf16, false, true, 64, 64, 1;
+        sgemm_bi_hopper_f16_rr_n64_m64 F16, true, false, 64, 64, 1;
+        sgemm_bi_hopper_f16_rc_n64_m64 F16, true, true, 64, 64, 1;
+        sgemm_bi_hopper_f16_cr_n64_m64 F16, false, false, 64, 64, 1;
+        sgemm_bi_hopper_f16_cc_n64_m64 F16, false, true, 64, 64, 1;
+        sgemm_bi_hopper_bf16_rr_n64_m32 Bf16, true, false, 32, 64, 1;
+        sgemm_bi_hopper_bf16_rc_n64_m32 Bf16, true, true, 32, 64, 1;
+        sgemm_bi_hopper_f16_rr_n64_m32 F16, true, false, 32, 64, 1;
+        sgemm_bi_hopper_f16_rc_n64_m32 F16, true, true, 32, 64, 1;
+        sgemm_bi_hopper_bf16_rr_n64_m16 Bf16, true, false, 16, 64, 1;
+        sgemm_bi_hopper_bf16_rc_n64_m16 Bf16, true, true, 16, 64, 1;
+        sgemm_bi_hopper_f16_rr_n64_m16 F16, true, false, 16, 64, 1;
+        sgemm_bi_hopper_f16_rc_n64_m16 F16, true, true, 16, 64, 1;
+        sgemm_bi_hopper_bf16_rr_n64_m8 Bf16, true, false, 8, 64, 1;
+        sgemm_bi_hopper_bf16_rc_n64_m8 Bf16, true, true, 8, 64, 1;
+        sgemm_bi_hopper_f16_rr_n64_m8 F16, true, false, 8, 64, 1;
+        sgemm_bi_hopper_f16_rc_n64_m8 F16, true, true, 8, 64, 1;
     }
 }

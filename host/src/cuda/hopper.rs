@@ -10,7 +10,9 @@
 use cudarc::driver::{result, sys};
 
 use super::kernel_abi::gemm_params;
-use super::kernel_abi::hopper_config::{BK, BM, BN_CHOICES, SMEM_BYTES, SWIZZLE_ELEMS, THREADS};
+use super::kernel_abi::hopper_config::{
+    threads, BK, BM, BM_CHOICES, BN_CHOICES, NARROW_BN, SMEM_BYTES, SWIZZLE_ELEMS,
+};
 use super::kernel_abi::params::{HopperParams, TensorMap};
 use super::scalar::{layout_suffix, LAYOUTS};
 use super::tensor::Unsupported;
@@ -56,14 +58,56 @@ pub(crate) fn can_implement(g: &Gemm, a: usize, b: usize) -> Result<(), Unsuppor
     check("B", &g.b, b)
 }
 
-/// The tile width for `g` on a GPU with `sms` multiprocessors: the widest that still gives
-/// every SM a tile, else the narrowest. Any choice gives the same bits.
-pub(crate) fn tile_n(g: &Gemm, sms: usize) -> u32 {
-    let tiles = |bn: u32| g.m.div_ceil(BM as usize) * g.n.div_ceil(bn as usize) * g.batch;
+/// The tile height for `g` on a GPU with `sms` multiprocessors. Small M streams B: with A
+/// K-contiguous the smallest of 8, 16 and 32 rows that holds M (no zero-filled rows of A),
+/// else 64 rows when M ≤ 64, or when the 128-row tiles at the narrowest width would leave
+/// half the SMs without a tile (M = 128 at N = 4096: 128 tiles of 64 rows instead of 64 of
+/// 128); 128 rows otherwise. Any choice gives the same bits.
+pub(crate) fn tile_m(g: &Gemm, sms: usize) -> u32 {
+    let a_k = g.a.layout == Layout::RowMajor;
+    let tall_tiles = g.m.div_ceil(BM as usize) * g.n.div_ceil(NARROW_BN as usize) * g.batch;
+    let short = BM_CHOICES
+        .into_iter()
+        .filter(|&bm| bm < 64 && a_k && g.m <= bm as usize)
+        .min();
+    if let Some(bm) = short {
+        bm
+    } else if g.m <= 64 || 2 * tall_tiles <= sms {
+        64
+    } else {
+        BM
+    }
+}
+
+/// What a block tile of width `bn` computes per unit of time, relative to the widest: the
+/// narrower tiles reuse each A tile over fewer columns and issue smaller wgmmas. Estimates,
+/// checked against the benchmark suite (docs/perf-notes.md), not measured per shape.
+fn width_rate(bn: u32) -> f64 {
+    match bn {
+        256 => 1.0,
+        128 => 0.9,
+        _ => 0.75,
+    }
+}
+
+/// The tile width for `g` with tiles of `bm` rows on a GPU with `sms` multiprocessors. For
+/// 128-row tiles, the width whose rounds of tiles over the persistent blocks take the least
+/// time: rounds (`ceil(tiles / sms)`) × width / `width_rate`, the widest on a tie. So a
+/// shape whose wide tiles leave a second round half empty (2048 × 768 × 3072: 192 tiles of
+/// 256 on 132 SMs) takes narrower ones (384 tiles of 128: three full rounds). The narrow
+/// tile heights are built for one width. Any choice gives the same bits.
+pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize) -> u32 {
+    if bm != BM {
+        return NARROW_BN;
+    }
+    let cost = |bn: u32| {
+        let tiles = g.m.div_ceil(BM as usize) * g.n.div_ceil(bn as usize) * g.batch;
+        tiles.div_ceil(sms.max(1)) as f64 * f64::from(bn) / width_rate(bn)
+    };
     BN_CHOICES
         .into_iter()
-        .find(|&bn| tiles(bn) >= sms)
-        .unwrap_or(BN_CHOICES[BN_CHOICES.len() - 1])
+        .min_by(|&x, &y| cost(x).total_cmp(&cost(y)))
+        .expect("tile widths are built")
 }
 
 /// The tile width of the kernels built for clusters of two blocks.
@@ -80,10 +124,18 @@ pub(crate) fn cluster_size(g: &Gemm, bn: u32) -> u32 {
     }
 }
 
-/// The entry point in the sm90a module.
-pub(crate) fn entry_name(dtype: DType, layouts: (Layout, Layout), bn: u32, cluster: u32) -> String {
+/// The entry point in the sm90a module for (bm, bn) tiles.
+pub(crate) fn entry_name(
+    dtype: DType,
+    layouts: (Layout, Layout),
+    bm: u32,
+    bn: u32,
+    cluster: u32,
+) -> String {
     let suffix = if cluster > 1 {
         format!("_x{cluster}")
+    } else if bm != BM {
+        format!("_m{bm}")
     } else {
         String::new()
     };
@@ -191,12 +243,20 @@ fn index(dtype: DType, layouts: (Layout, Layout), bn: u32) -> (usize, usize, usi
     )
 }
 
-/// The Hopper entry points: `[dtype][layout pair][tile width]`, and the clustered ones
-/// (tile width CLUSTER_BN, clusters of 2) `[dtype][layout pair]`.
+/// The Hopper entry points: `[dtype][layout pair][tile width]` (128-row tiles), the
+/// clustered ones (tile width CLUSTER_BN, clusters of 2) `[dtype][layout pair]`, and the
+/// small-M ones (width NARROW_BN) `[dtype][layout pair][BM_CHOICES[1..] index]`, null where
+/// not built (8-row tiles of a column-major A).
 pub(crate) struct HopperKernels {
     functions: [[[sys::CUfunction; BN_CHOICES.len()]; 4]; 2],
     clustered: [[sys::CUfunction; 4]; 2],
+    narrow: [[[sys::CUfunction; BM_CHOICES.len() - 1]; 4]; 2],
     sms: usize,
+}
+
+/// Whether an entry point is built for (bm, NARROW_BN) tiles with A of `a_layout`.
+fn narrow_built(bm: u32, a_layout: Layout) -> bool {
+    bm >= 64 || a_layout == Layout::RowMajor
 }
 
 /// Looks `name` up and allows it the dynamic shared memory every Hopper kernel needs.
@@ -222,19 +282,27 @@ impl HopperKernels {
     pub(crate) fn load(get: &dyn Fn(&str) -> Result<sys::CUfunction>, sms: usize) -> Result<Self> {
         let mut functions = [[[std::ptr::null_mut(); BN_CHOICES.len()]; 4]; 2];
         let mut clustered = [[std::ptr::null_mut(); 4]; 2];
+        let mut narrow = [[[std::ptr::null_mut(); BM_CHOICES.len() - 1]; 4]; 2];
         for dtype in DTYPES {
             for layouts in LAYOUTS {
                 for bn in BN_CHOICES {
                     let (d, l, n) = index(dtype, layouts, bn);
-                    functions[d][l][n] = load_one(get, &entry_name(dtype, layouts, bn, 1))?;
+                    functions[d][l][n] = load_one(get, &entry_name(dtype, layouts, BM, bn, 1))?;
                 }
                 let (d, l, _) = index(dtype, layouts, CLUSTER_BN);
-                clustered[d][l] = load_one(get, &entry_name(dtype, layouts, CLUSTER_BN, 2))?;
+                clustered[d][l] = load_one(get, &entry_name(dtype, layouts, BM, CLUSTER_BN, 2))?;
+                for (h, bm) in BM_CHOICES[1..].iter().copied().enumerate() {
+                    if narrow_built(bm, layouts.0) {
+                        narrow[d][l][h] =
+                            load_one(get, &entry_name(dtype, layouts, bm, NARROW_BN, 1))?;
+                    }
+                }
             }
         }
         Ok(HopperKernels {
             functions,
             clustered,
+            narrow,
             sms: sms.max(1),
         })
     }
@@ -249,10 +317,11 @@ impl HopperKernels {
         p: &GemmPointers,
         stream: sys::CUstream,
     ) -> Result<()> {
-        let bn = tile_n(g, self.sms);
+        let bm = tile_m(g, self.sms);
+        let bn = tile_n(g, bm, self.sms);
         let cluster = cluster_size(g, bn);
         let layouts = (g.a.layout, g.b.layout);
-        let name = || entry_name(g.a.dtype, layouts, bn, cluster);
+        let name = || entry_name(g.a.dtype, layouts, bm, bn, cluster);
         let map_err = |message: String| Error::Launch {
             kernel: name(),
             message,
@@ -261,14 +330,14 @@ impl HopperKernels {
         // when column-major. In a cluster each block copies 1 / cluster of the B tile.
         let a_k = g.a.layout == Layout::RowMajor;
         let b_k = g.b.layout == Layout::ColMajor;
-        let map_a = operand_map(&g.a, a_k, p.a as usize, g.m, g.k, g.batch, BM).map_err(map_err)?;
+        let map_a = operand_map(&g.a, a_k, p.a as usize, g.m, g.k, g.batch, bm).map_err(map_err)?;
         let b_box = bn / cluster;
         let map_b =
             operand_map(&g.b, b_k, p.b as usize, g.n, g.k, g.batch, b_box).map_err(map_err)?;
         let mut params = HopperParams {
             map_a,
             map_b,
-            gemm: gemm_params(g, p, BM, bn),
+            gemm: gemm_params(g, p, bm, bn),
         };
         // Persistent: one block per SM at most, whole clusters, each cluster a tile of
         // `cluster` tile rows.
@@ -279,9 +348,13 @@ impl HopperKernels {
         let (d, l, n) = index(g.a.dtype, layouts, bn);
         let function = if cluster > 1 {
             self.clustered[d][l]
+        } else if bm != BM {
+            let h = BM_CHOICES[1..].iter().position(|&x| x == bm).unwrap();
+            self.narrow[d][l][h]
         } else {
             self.functions[d][l][n]
         };
+        debug_assert!(!function.is_null(), "tile_m picks only built tiles");
         let mut args = [&mut params as *mut HopperParams as *mut std::ffi::c_void];
         // SAFETY: `value` is a plain-data union; the cluster-dimension member is the one the
         // attribute id below names.
@@ -294,7 +367,7 @@ impl HopperKernels {
             gridDimX: grid,
             gridDimY: 1,
             gridDimZ: 1,
-            blockDimX: THREADS,
+            blockDimX: threads(bm),
             blockDimY: 1,
             blockDimZ: 1,
             sharedMemBytes: SMEM_BYTES,
@@ -352,22 +425,64 @@ mod tests {
         }
     }
 
-    /// The planner picks a built width for every shape: the widest that fills the GPU, the
-    /// narrowest for small problems.
+    /// The planner picks a built width for every shape: whole rounds of the widest tiles,
+    /// narrower ones where that leaves fewer rounds or N is narrow.
     #[test]
-    fn tile_widths_follow_the_tile_count() {
+    fn tile_widths_fill_whole_rounds() {
         for layouts in LAYOUTS {
             for m in [1, 64, 128, 129, 1000, 16384] {
                 for n in [8, 32, 64, 100, 4096, 14336] {
                     for sms in [1, 132] {
-                        let bn = tile_n(&gemm(m, n, 64, layouts), sms);
+                        let g = gemm(m, n, 64, layouts);
+                        let bm = tile_m(&g, sms);
+                        let bn = tile_n(&g, bm, sms);
                         assert!(BN_CHOICES.contains(&bn), "{m}×{n} {layouts:?}: BN {bn}");
+                        assert!(BM_CHOICES.contains(&bm), "{m}×{n} {layouts:?}: BM {bm}");
+                        assert!(narrow_built(bm, layouts.0) && (bm == BM || bn == NARROW_BN));
                     }
                 }
             }
-            assert_eq!(tile_n(&gemm(64, 4096, 4096, layouts), 132), 64);
-            assert_eq!(tile_n(&gemm(16384, 4096, 4096, layouts), 132), 256);
-            assert_eq!(tile_n(&gemm(1000, 100, 64, layouts), 1), 256);
+            let w = |m, k, n| tile_n(&gemm(m, n, k, layouts), BM, 132);
+            // Training shapes: whole rounds of the widest tiles.
+            assert_eq!(w(16384, 4096, 4096), 256);
+            assert_eq!(w(4096, 4096, 4096), 256);
+            assert_eq!(w(8192, 8192, 8192), 256);
+            // A half-empty second round of wide tiles: three full rounds of 128.
+            assert_eq!(w(2048, 768, 3072), 128);
+            assert_eq!(w(512, 4096, 4096), 128);
+            // Too few tiles for any width to fill the GPU: the narrowest.
+            assert_eq!(w(2048, 768, 512), 64);
+            assert_eq!(w(64, 4096, 4096), 64);
+            // Narrow N never takes a tile wider than it needs.
+            assert_eq!(tile_n(&gemm(1000, 100, 64, layouts), BM, 1), 128);
+            assert_eq!(tile_n(&gemm(1000, 60, 64, layouts), BM, 1), 64);
+        }
+    }
+
+    /// Small M streams B through the narrow tile heights; training shapes keep 128 rows.
+    #[test]
+    fn tile_heights_follow_m() {
+        let (rr, cr) = (LAYOUTS[0], (Layout::ColMajor, Layout::RowMajor));
+        assert_eq!(rr.0, Layout::RowMajor);
+        for m in [1, 8] {
+            assert_eq!(tile_m(&gemm(m, 4096, 4096, rr), 132), 8);
+            assert_eq!(tile_m(&gemm(m, 4096, 4096, cr), 132), 64);
+        }
+        for (m, bm) in [(9, 16), (16, 16), (17, 32), (32, 32), (33, 64), (64, 64)] {
+            assert_eq!(tile_m(&gemm(m, 14336, 4096, rr), 132), bm);
+            assert_eq!(tile_m(&gemm(m, 14336, 4096, cr), 132), 64);
+        }
+        assert_eq!(tile_m(&gemm(128, 4096, 4096, rr), 132), 64);
+        assert_eq!(tile_m(&gemm(256, 4096, 4096, rr), 132), BM);
+        assert_eq!(tile_m(&gemm(128, 14336, 4096, rr), 132), BM);
+        assert_eq!(tile_m(&gemm(16384, 4096, 4096, rr), 132), BM);
+        assert_eq!(
+            entry_name(DType::F16, rr, 8, 64, 1),
+            "sgemm_bi_hopper_f16_rr_n64_m8"
+        );
+        for m in [1, 64, 128] {
+            let g = gemm(m, 4096, 4096, rr);
+            assert_eq!(tile_n(&g, tile_m(&g, 132), 132), NARROW_BN);
         }
     }
 
@@ -380,7 +495,7 @@ mod tests {
         assert_eq!(cluster_size(&gemm(128, 40960, 4096, layouts), 256), 1);
         assert_eq!(cluster_size(&gemm(16384, 4096, 4096, layouts), 128), 1);
         assert_eq!(
-            entry_name(DType::BF16, layouts, 256, 2),
+            entry_name(DType::BF16, layouts, BM, 256, 2),
             "sgemm_bi_hopper_bf16_rr_n256_x2"
         );
     }

@@ -2,8 +2,21 @@
 //! functions: the host includes this file too (`host/src/cuda/kernel_abi.rs`), so launch
 //! sizes cannot drift.
 
-/// Output rows per block tile: two consumer warpgroups of 64 rows each.
+/// Output rows of the widest block tile: two consumer warpgroups of 64 rows each.
 pub const BM: u32 = 128;
+/// The block tile heights (output rows) the kernels are built for. 128 is the training
+/// shape. The narrow ones are for small M (decode), where the GPU is fed by streaming B:
+/// one consumer warpgroup, and less of each stage spent on A, so that more stages of B are
+/// in flight (12, 16, 19 and 21 stages of B at BN = 64). Below 64 rows (A K-contiguous
+/// only) the stage holds just the tile's rows of A, and the 64-row wgmma reads on past them
+/// into the stage's B tile: rows BM to 63 of the accumulators are sums of those bytes,
+/// never stored, and each row of an MMA depends on its own row of A alone. The copy engine
+/// then fills no rows past M with zeros, which costs it time (M = 16 in a 64-row box ran
+/// at 0.66× of M = 64). None of this changes a bit: each wgmma still adds the same 16
+/// products to the same accumulator.
+pub const BM_CHOICES: [u32; 5] = [BM, 64, 32, 16, 8];
+/// The one tile width built for the narrow tile heights (`BM_CHOICES[1..]`).
+pub const NARROW_BN: u32 = 64;
 /// The block tile widths (output columns) the kernels are instantiated for; the host picks
 /// one by M, N and the SM count. Each is the N of the one `wgmma.m64nNk16` per k16 step.
 pub const BN_CHOICES: [u32; 3] = [256, 128, 64];
@@ -13,10 +26,21 @@ pub const BK: u32 = 64;
 pub const MMA_K: u32 = 16;
 /// Rows of one consumer warpgroup's part of the tile (the M of one wgmma).
 pub const WG_M: u32 = 64;
-/// Consumer warpgroups (each owns WG_M rows of the tile); warpgroup 0 is the producer.
-pub const CONSUMERS: u32 = BM / WG_M;
-/// Threads per block: the producer warpgroup and the consumers.
-pub const THREADS: u32 = 128 * (1 + CONSUMERS);
+/// Consumer warpgroups of a tile of `bm` rows (each owns WG_M rows; one for the narrow
+/// tiles); warpgroup 0 is the producer.
+pub const fn consumers(bm: u32) -> u32 {
+    if bm > WG_M {
+        bm / WG_M
+    } else {
+        1
+    }
+}
+/// The most consumer warpgroups of any tile height.
+pub const MAX_CONSUMERS: u32 = consumers(BM);
+/// Threads per block for tiles of `bm` rows: the producer warpgroup and the consumers.
+pub const fn threads(bm: u32) -> u32 {
+    128 * (1 + consumers(bm))
+}
 /// Registers per thread after `setmaxnreg`: the producer gives back, the consumers take
 /// (128 × 40 + 256 × 232 ≤ 65,536).
 pub const PRODUCER_REGS: u32 = 40;
@@ -26,12 +50,16 @@ pub const CONSUMER_REGS: u32 = 232;
 pub const SWIZZLE_ELEMS: u32 = 64;
 /// Bytes of one (BK, 64) box / one 64-row piece of a K-major tile.
 pub const BOX_BYTES: u32 = BK * SWIZZLE_ELEMS * 2;
-/// Bytes of the A tile of one stage: (BM, BK).
-pub const A_BYTES: u32 = BM * BK * 2;
-/// Shared memory for the stages (the same for every BN: the stage count scales with it).
+/// Bytes of the A tile of one stage for tiles of `bm` rows: (bm, BK).
+pub const fn a_bytes(bm: u32) -> u32 {
+    bm * BK * 2
+}
+/// Shared memory for the stages (the same for every tile: the stage count scales with it).
 pub const STAGE_AREA: u32 = 192 * 1024;
-/// Bytes for the barriers: a full and an empty barrier per stage, at most 8 stages.
-pub const BARRIER_BYTES: u32 = 2 * 8 * 8;
+/// The deepest pipeline: 24 stages (the narrowest tiles fit 21).
+pub const MAX_STAGES: u32 = 24;
+/// Bytes for the barriers: a full and an empty barrier per stage.
+pub const BARRIER_BYTES: u32 = 2 * MAX_STAGES * 8;
 /// Output columns one consumer warpgroup stages through shared memory at a time in the
 /// epilogue (`epilogue`): its (WG_M, EPILOGUE_COLS) f32 piece of the tile.
 pub const EPILOGUE_COLS: u32 = 32;
@@ -43,7 +71,7 @@ pub const EPILOGUE_PITCH: u32 = EPILOGUE_COLS + 4;
 pub const EPILOGUE_BYTES: u32 = WG_M * EPILOGUE_PITCH * 4;
 /// Dynamic shared memory a block needs: the stages, the barriers, the consumers' epilogue
 /// pieces, and slack to align the stages to 1024 bytes (128B swizzle).
-pub const SMEM_BYTES: u32 = 1024 + STAGE_AREA + BARRIER_BYTES + CONSUMERS * EPILOGUE_BYTES;
+pub const SMEM_BYTES: u32 = 1024 + STAGE_AREA + BARRIER_BYTES + MAX_CONSUMERS * EPILOGUE_BYTES;
 /// The most dynamic shared memory an sm_90 block may use (227 KiB).
 pub const SMEM_LIMIT: u32 = 227 * 1024;
 
@@ -52,16 +80,16 @@ pub const fn b_bytes(bn: u32) -> u32 {
     bn * BK * 2
 }
 
-/// Bytes of one stage: the A tile then the B tile.
-pub const fn stage_bytes(bn: u32) -> u32 {
-    A_BYTES + b_bytes(bn)
+/// Bytes of one stage of a (bm, bn) tile: the A tile then the B tile.
+pub const fn stage_bytes(bn: u32, bm: u32) -> u32 {
+    a_bytes(bm) + b_bytes(bn)
 }
 
-/// Pipeline depth for tile width `bn`: as many stages as fit, at most 8.
-pub const fn stages(bn: u32) -> u32 {
-    let s = STAGE_AREA / stage_bytes(bn);
-    if s > 8 {
-        8
+/// Pipeline depth for a (bm, bn) tile: as many stages as fit, at most MAX_STAGES.
+pub const fn stages(bn: u32, bm: u32) -> u32 {
+    let s = STAGE_AREA / stage_bytes(bn, bm);
+    if s > MAX_STAGES {
+        MAX_STAGES
     } else {
         s
     }
@@ -70,11 +98,14 @@ pub const fn stages(bn: u32) -> u32 {
 const _: () = {
     assert!(BK * 2 == 128, "a stage's K is one 128-byte swizzle row");
     assert!(BK % MMA_K == 0, "a stage holds whole MMA steps");
-    assert!(BM == CONSUMERS * WG_M, "consumers split the tile's rows");
+    assert!(
+        BM == MAX_CONSUMERS * WG_M,
+        "consumers split the tile's rows"
+    );
     assert!(SMEM_BYTES <= SMEM_LIMIT, "fits one sm_90 block");
     assert!(EPILOGUE_PITCH % 4 == 0, "staged rows are 16-byte aligned");
     assert!(
-        PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * CONSUMERS <= 65536,
+        PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * MAX_CONSUMERS <= 65536,
         "setmaxnreg budget"
     );
     let mut i = 0;
@@ -85,11 +116,32 @@ const _: () = {
             "B tiles are whole boxes and one wgmma wide"
         );
         assert!(bn % EPILOGUE_COLS == 0, "the epilogue walks whole pieces");
-        assert!(
-            stages(bn) >= 2,
-            "the pipeline needs at least double buffering"
-        );
-        assert!(stages(bn) * stage_bytes(bn) <= STAGE_AREA);
+        let mut j = 0;
+        while j < BM_CHOICES.len() {
+            let bm = BM_CHOICES[j];
+            assert!(
+                stages(bn, bm) >= 2,
+                "the pipeline needs at least double buffering"
+            );
+            assert!(stages(bn, bm) * stage_bytes(bn, bm) <= STAGE_AREA);
+            assert!(
+                stage_bytes(bn, bm) % 1024 == 0,
+                "every stage starts on a 128B-swizzle atom"
+            );
+            j += 1;
+        }
         i += 1;
+    }
+    assert!(
+        NARROW_BN % SWIZZLE_ELEMS == 0,
+        "narrow tiles are whole boxes"
+    );
+    let mut j = 1;
+    while j < BM_CHOICES.len() {
+        assert!(
+            stage_bytes(NARROW_BN, BM_CHOICES[j]) >= WG_M * BK * 2,
+            "the 64 rows a wgmma reads from a narrow A tile lie inside its stage"
+        );
+        j += 1;
     }
 };

@@ -29,12 +29,14 @@ const ROWS_PER_PASS: u32 = WG_THREADS / ROW_THREADS;
 /// (0..128 inside the warpgroup) holds `acc[4j + 2h + e]` = row `16 (tid / 32) + 8h +
 /// (tid % 32) / 4`, column `8j + 2 (tid % 4) + e` (`arch::wgmma`). `piece` is the shared
 /// address of this warpgroup's EPILOGUE_BYTES; named barrier `1 + wg` is this warpgroup's.
+/// With tiles of fewer than WG_M rows (`BM`), the rows past BM hold sums of other bytes
+/// of the stage (`config::BM_CHOICES`) and are not stored.
 ///
 /// # Safety
 /// Every thread of the warpgroup calls it together. C, and the bias when present, are
 /// valid for the spans the host validated; `piece` is this warpgroup's alone.
 #[inline(always)]
-pub unsafe fn store<const BN: u32>(
+pub unsafe fn store<const BN: u32, const BM: u32>(
     p: &GemmParams,
     t: &Tile,
     wg: u32,
@@ -71,7 +73,7 @@ pub unsafe fn store<const BN: u32>(
                 // SAFETY: inside this warpgroup's piece, 16-byte aligned (pitch % 4 == 0).
                 let v = unsafe { ld_shared_v4_f32(piece + (r * EPILOGUE_PITCH + read_col) * 4) };
                 let i = t.m0 + (wg * WG_M + r) as u64;
-                if i < p.m {
+                if i < p.m && (BM >= WG_M || r < BM) {
                     let idx = (c_batch + i * p.ldc + col) as usize;
                     // SAFETY (both arms): every element stored is inside C (i < M, column <
                     // N); the bias is read only for columns < N.

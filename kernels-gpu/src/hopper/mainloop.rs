@@ -1,16 +1,16 @@
 //! The TMA → shared memory → wgmma pipeline: the only code of the Hopper path that decides
 //! the reduction order (see the module docs of `hopper`).
 //!
-//! Shared memory holds `stages(BN)` stages, each the (BM, BK) A tile then the (BN, BK) B
-//! tile, 128B-swizzled as the copy engine writes them. A K-contiguous operand is one box of
+//! Shared memory holds `stages(BN, BM)` stages, each the (BM, BK) A tile then the (BN, BK)
+//! B tile, 128B-swizzled as the copy engine writes them. A K-contiguous operand is one box of
 //! (rows, 64 k): row r at byte 128 r. An M- (N-) contiguous operand is boxes of (64 k rows,
 //! 64 mn): box i (mn 64i..64i+63) at byte `i · BOX_BYTES`, k row r at 128 r inside it.
 //! Stage s has a `full` barrier (one arrival by the producer plus the stage's bytes) and an
 //! `empty` barrier (one arrival per consumer warp when its wgmmas have read the stage).
 
 use super::config::{
-    stage_bytes, stages, A_BYTES, BARRIER_BYTES, BK, BM, BOX_BYTES, CONSUMERS, EPILOGUE_BYTES,
-    MMA_K, STAGE_AREA, SWIZZLE_ELEMS,
+    a_bytes, consumers, stage_bytes, stages, BARRIER_BYTES, BK, BOX_BYTES, EPILOGUE_BYTES,
+    MAX_STAGES, MMA_K, STAGE_AREA, SWIZZLE_ELEMS, WG_M,
 };
 use super::walk::Walk;
 use crate::arch::cluster::{mapa_shared_cluster, mbarrier_arrive_cluster};
@@ -24,14 +24,14 @@ use crate::element::WgmmaElement;
 use crate::params::GemmParams;
 use crate::schedule::Tile;
 
-/// The stages and barriers of one block, for tile width `BN`.
-pub struct Stages<const BN: u32> {
+/// The stages and barriers of one block, for (BM, BN) tiles.
+pub struct Stages<const BN: u32, const BM: u32> {
     /// 1024-byte aligned shared address of stage 0.
     base: u32,
 }
 
-impl<const BN: u32> Stages<BN> {
-    const COUNT: u32 = stages(BN);
+impl<const BN: u32, const BM: u32> Stages<BN, BM> {
+    const COUNT: u32 = stages(BN, BM);
 
     #[inline(always)]
     pub fn new(base: u32) -> Self {
@@ -39,11 +39,11 @@ impl<const BN: u32> Stages<BN> {
     }
     #[inline(always)]
     fn a(&self, s: u32) -> u32 {
-        self.base + s * stage_bytes(BN)
+        self.base + s * stage_bytes(BN, BM)
     }
     #[inline(always)]
     fn b(&self, s: u32) -> u32 {
-        self.a(s) + A_BYTES
+        self.a(s) + a_bytes(BM)
     }
     #[inline(always)]
     fn full(&self, s: u32) -> u32 {
@@ -51,7 +51,7 @@ impl<const BN: u32> Stages<BN> {
     }
     #[inline(always)]
     fn empty(&self, s: u32) -> u32 {
-        self.base + STAGE_AREA + 64 + 8 * s
+        self.base + STAGE_AREA + 8 * MAX_STAGES + 8 * s
     }
 
     /// Shared address of consumer warpgroup `wg`'s epilogue piece (after the barriers).
@@ -73,7 +73,7 @@ impl<const BN: u32> Stages<BN> {
                 mbarrier_init(self.full(s), 1);
                 // Every consumer warp of every block of the cluster releases each stage:
                 // the blocks write into each other's stages.
-                mbarrier_init(self.empty(s), CONSUMERS * 4 * cluster);
+                mbarrier_init(self.empty(s), consumers(BM) * 4 * cluster);
             }
         }
         fence_mbarrier_init();
@@ -116,9 +116,15 @@ fn batch_coord(stride: u64, batch: u64) -> i32 {
 /// operands' layouts (box (64, BM) / (64, BN / CLUSTER) K-contiguous, (64, 64) otherwise);
 /// the barriers are initialised (and, with clusters, the cluster synchronised after that).
 #[inline(always)]
-pub unsafe fn produce<const A_K: bool, const B_K: bool, const BN: u32, const CLUSTER: u32>(
+pub unsafe fn produce<
+    const A_K: bool,
+    const B_K: bool,
+    const BN: u32,
+    const BM: u32,
+    const CLUSTER: u32,
+>(
     p: &GemmParams,
-    st: &Stages<BN>,
+    st: &Stages<BN, BM>,
     map_a: u64,
     map_b: u64,
     walk: &Walk<CLUSTER>,
@@ -131,23 +137,23 @@ pub unsafe fn produce<const A_K: bool, const B_K: bool, const BN: u32, const CLU
     let b_part = BN / CLUSTER;
     let all: u16 = ((1u32 << CLUSTER) - 1) as u16;
     while tile < walk.count() {
-        let t: Tile = walk.tile::<BN>(tile);
+        let t: Tile = walk.tile::<BM, BN>(tile);
         let (ba, bb) = (
             batch_coord(p.batch_stride_a, t.batch),
             batch_coord(p.batch_stride_b, t.batch),
         );
         let (m0, n0) = (t.m0 as i32, t.n0 as i32);
         for kt in 0..kt_count {
-            let s = it % Stages::<BN>::COUNT;
-            let parity = (it / Stages::<BN>::COUNT) & 1;
+            let s = it % Stages::<BN, BM>::COUNT;
+            let parity = (it / Stages::<BN, BM>::COUNT) & 1;
             let full = st.full(s);
             let k0 = (kt * BK) as i32;
             // SAFETY (all): initialised barriers; stage s lies in shared memory and is free
             // in every block of the cluster once its `empty` phase completed; the maps are
             // valid (forwarded contract).
             unsafe {
-                Stages::<BN>::wait(st.empty(s), parity ^ 1);
-                mbarrier_arrive_expect_tx(full, stage_bytes(BN));
+                Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
+                mbarrier_arrive_expect_tx(full, stage_bytes(BN, BM));
                 if A_K {
                     cp_async_bulk_tensor_3d(st.a(s), map_a, k0, m0, ba, full);
                 } else {
@@ -197,11 +203,11 @@ pub unsafe fn produce<const A_K: bool, const B_K: bool, const BN: u32, const CLU
         tile += step;
     }
     if CLUSTER > 1 {
-        for _ in 0..Stages::<BN>::COUNT {
-            let s = it % Stages::<BN>::COUNT;
-            let parity = (it / Stages::<BN>::COUNT) & 1;
+        for _ in 0..Stages::<BN, BM>::COUNT {
+            let s = it % Stages::<BN, BM>::COUNT;
+            let parity = (it / Stages::<BN, BM>::COUNT) & 1;
             // SAFETY: initialised barrier.
-            unsafe { Stages::<BN>::wait(st.empty(s), parity ^ 1) };
+            unsafe { Stages::<BN, BM>::wait(st.empty(s), parity ^ 1) };
             it += 1;
         }
     }
@@ -214,7 +220,10 @@ pub unsafe fn produce<const A_K: bool, const B_K: bool, const BN: u32, const CLU
 /// Lane 0 of each consumer warp calls it once per stage use; every block of the cluster is
 /// still running (the producers wait for these arrivals before they exit).
 #[inline(always)]
-unsafe fn release_stage<const BN: u32, const CLUSTER: u32>(st: &Stages<BN>, s: u32) {
+unsafe fn release_stage<const BN: u32, const BM: u32, const CLUSTER: u32>(
+    st: &Stages<BN, BM>,
+    s: u32,
+) {
     if CLUSTER == 1 {
         // SAFETY: initialised barrier.
         unsafe { mbarrier_arrive(st.empty(s)) };
@@ -285,11 +294,12 @@ unsafe fn stage_steps<
     const A_K: bool,
     const B_K: bool,
     const BN: u32,
+    const BM: u32,
     const STEPS: u32,
     const ACTIVE: bool,
     const CLUSTER: u32,
 >(
-    st: &Stages<BN>,
+    st: &Stages<BN, BM>,
     acc: &mut [f32; 128],
     wg: u32,
     tid: u32,
@@ -298,12 +308,14 @@ unsafe fn stage_steps<
     release: Option<u32>,
 ) {
     // SAFETY: initialised barrier.
-    unsafe { Stages::<BN>::wait(st.full(s), parity) };
+    unsafe { Stages::<BN, BM>::wait(st.full(s), parity) };
     if ACTIVE {
         wgmma_fence_operands(acc);
         wgmma_fence();
         for step in 0..STEPS {
-            let a = operand_descriptor::<A_K>(st.a(s), wg * 64, step);
+            // Tiles below WG_M rows: the wgmma reads on into the stage's B tile for the rows
+            // past BM, which are never stored (`config::BM_CHOICES`).
+            let a = operand_descriptor::<A_K>(st.a(s), wg * WG_M, step);
             let b = operand_descriptor::<B_K>(st.b(s), 0, step);
             // The one operation of the chain: k ascends with the stage, then the step.
             // SAFETY: stage s has landed (full barrier) and is not overwritten before this
@@ -318,7 +330,7 @@ unsafe fn stage_steps<
     if let Some(prev) = release {
         if tid % 32 == 0 {
             // SAFETY: once per stage use, by lane 0 (forwarded contract).
-            unsafe { release_stage::<BN, CLUSTER>(st, prev) };
+            unsafe { release_stage::<BN, BM, CLUSTER>(st, prev) };
         }
     }
 }
@@ -341,11 +353,12 @@ pub unsafe fn consume<
     const A_K: bool,
     const B_K: bool,
     const BN: u32,
+    const BM: u32,
     const ACTIVE: bool,
     const CLUSTER: u32,
 >(
     p: &GemmParams,
-    st: &Stages<BN>,
+    st: &Stages<BN, BM>,
     wg: u32,
     tid: u32,
     it: &mut u32,
@@ -359,11 +372,11 @@ pub unsafe fn consume<
     let tail_steps = ((p.k % BK as u64) as u32).div_ceil(MMA_K);
     let mut prev: Option<u32> = None;
     for _ in 0..whole {
-        let s = *it % Stages::<BN>::COUNT;
-        let parity = (*it / Stages::<BN>::COUNT) & 1;
+        let s = *it % Stages::<BN, BM>::COUNT;
+        let parity = (*it / Stages::<BN, BM>::COUNT) & 1;
         // SAFETY: forwarded contract.
         unsafe {
-            stage_steps::<E, A_K, B_K, BN, FULL, ACTIVE, CLUSTER>(
+            stage_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER>(
                 st, &mut acc, wg, tid, s, parity, prev,
             )
         };
@@ -371,21 +384,21 @@ pub unsafe fn consume<
         *it += 1;
     }
     if tail_steps > 0 {
-        let s = *it % Stages::<BN>::COUNT;
-        let parity = (*it / Stages::<BN>::COUNT) & 1;
+        let s = *it % Stages::<BN, BM>::COUNT;
+        let parity = (*it / Stages::<BN, BM>::COUNT) & 1;
         // SAFETY (all arms): forwarded contract.
         unsafe {
             match tail_steps {
-                1 => stage_steps::<E, A_K, B_K, BN, 1, ACTIVE, CLUSTER>(
+                1 => stage_steps::<E, A_K, B_K, BN, BM, 1, ACTIVE, CLUSTER>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
-                2 => stage_steps::<E, A_K, B_K, BN, 2, ACTIVE, CLUSTER>(
+                2 => stage_steps::<E, A_K, B_K, BN, BM, 2, ACTIVE, CLUSTER>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
-                3 => stage_steps::<E, A_K, B_K, BN, 3, ACTIVE, CLUSTER>(
+                3 => stage_steps::<E, A_K, B_K, BN, BM, 3, ACTIVE, CLUSTER>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
-                _ => stage_steps::<E, A_K, B_K, BN, FULL, ACTIVE, CLUSTER>(
+                _ => stage_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
             }
@@ -398,7 +411,7 @@ pub unsafe fn consume<
     if let Some(last) = prev {
         if tid % 32 == 0 {
             // SAFETY: once per stage use, by lane 0 (forwarded contract).
-            unsafe { release_stage::<BN, CLUSTER>(st, last) };
+            unsafe { release_stage::<BN, BM, CLUSTER>(st, last) };
         }
     }
     acc

@@ -16,10 +16,13 @@
 //! tile width N of the wgmma (32 to 256), the persistent grid and the tile order are
 //! all free to vary with M, N and the GPU without changing a bit.
 //!
-//! Shape: a (128, BN) block tile, K staged 64 at a time through `stages(BN)` stages (4, 6
-//! or 8); warpgroup 0 is the producer (one thread issues the copies, registers given back
-//! with `setmaxnreg`), warpgroups 1 and 2 are consumers, each owning 64 rows of the tile as
-//! one m64nBNk16 accumulator. Blocks are persistent: block b computes tiles b, b + grid, ….
+//! Shape: a (BM, BN) block tile, K staged 64 at a time through `stages(BN, BM)` stages;
+//! warpgroup 0 is the producer (one thread issues the copies, registers given back with
+//! `setmaxnreg`), the others are consumers, each owning 64 rows of the tile as one
+//! m64nBNk16 accumulator: two for BM = 128 (4, 6 or 8 stages), one for the small-M tiles of
+//! 64, 32, 16 and 8 rows (12 to 21 stages of BN = 64: more of B in flight, see
+//! `config::BM_CHOICES`).
+//! Blocks are persistent: block b computes tiles b, b + grid, ….
 
 pub mod config;
 pub mod epilogue;
@@ -37,13 +40,13 @@ use core::arch::nvptx::_thread_idx_x;
 use mainloop::Stages;
 use walk::Walk;
 
-/// The whole kernel (A is contiguous along K when row-major, B when column-major), in
-/// clusters of `CLUSTER` blocks along M (1: no clusters; see `walk`).
+/// The whole kernel (A is contiguous along K when row-major, B when column-major) for
+/// (BM, BN) tiles, in clusters of `CLUSTER` blocks along M (1: no clusters; see `walk`).
 ///
 /// # Safety
 /// `p` describes buffers valid for the spans the host validated; `map_a` and `map_b` are
 /// generic addresses of tensor maps built for them (`host/src/cuda/hopper.rs`); the block
-/// has `config::THREADS` threads and `config::SMEM_BYTES` of dynamic shared memory; with
+/// has `config::threads(BM)` threads and `config::SMEM_BYTES` of dynamic shared memory; with
 /// `CLUSTER` > 1 the grid is launched in clusters of `CLUSTER` blocks along x.
 #[inline(always)]
 pub unsafe fn gemm<
@@ -51,15 +54,22 @@ pub unsafe fn gemm<
     const A_K: bool,
     const B_K: bool,
     const BN: u32,
+    const BM: u32,
     const CLUSTER: u32,
 >(
     p: &GemmParams,
     map_a: u64,
     map_b: u64,
 ) {
+    const {
+        assert!(
+            BM >= config::WG_M || A_K,
+            "tiles below 64 rows are one K-contiguous swizzle atom of A"
+        )
+    };
     let tid = _thread_idx_x() as u32;
     let wg = tid / 128;
-    let st = Stages::<BN>::new((dyn_smem_base() + 1023) & !1023);
+    let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
     let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
     if tid == 0 {
         // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
@@ -80,7 +90,7 @@ pub unsafe fn gemm<
             unsafe {
                 prefetch_tensormap(map_a);
                 prefetch_tensormap(map_b);
-                mainloop::produce::<A_K, B_K, BN, CLUSTER>(p, &st, map_a, map_b, &walk, rank);
+                mainloop::produce::<A_K, B_K, BN, BM, CLUSTER>(p, &st, map_a, map_b, &walk, rank);
             }
         }
     } else {
@@ -88,14 +98,14 @@ pub unsafe fn gemm<
         let mut it = 0u32;
         let (mut tile, step) = walk.range();
         while tile < walk.count() {
-            let t = walk.tile::<BN>(tile);
+            let t = walk.tile::<BM, BN>(tile);
             // A warpgroup whose 64 rows all lie past M computes nothing (small M, and the
             // rows of a cluster tile past M).
             let active = t.m0 + u64::from((wg - 1) * config::WG_M) < p.m;
             // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
             let acc = unsafe {
                 if active {
-                    mainloop::consume::<E, A_K, B_K, BN, true, CLUSTER>(
+                    mainloop::consume::<E, A_K, B_K, BN, BM, true, CLUSTER>(
                         p,
                         &st,
                         wg - 1,
@@ -103,7 +113,7 @@ pub unsafe fn gemm<
                         &mut it,
                     )
                 } else {
-                    mainloop::consume::<E, A_K, B_K, BN, false, CLUSTER>(
+                    mainloop::consume::<E, A_K, B_K, BN, BM, false, CLUSTER>(
                         p,
                         &st,
                         wg - 1,
@@ -114,7 +124,7 @@ pub unsafe fn gemm<
             };
             // SAFETY: forwarded contract. The epilogue's barrier ids are 1 + (wg - 1): one
             // per consumer warpgroup, none used by the producer.
-            unsafe { epilogue::store::<BN>(p, &t, wg - 1, tid % 128, &acc, st.epilogue(wg - 1)) };
+            unsafe { epilogue::store::<BN, BM>(p, &t, wg - 1, tid % 128, &acc, st.epilogue(wg - 1)) };
             tile += step;
         }
     }

@@ -2,7 +2,7 @@
 //!
 //! Without clusters (`CLUSTER` = 1) block b takes tiles b, b + grid, … of the shared order
 //! (`crate::schedule`). With clusters of `CLUSTER` blocks along M, the order walks *cluster
-//! tiles* of `CLUSTER · BM` rows: cluster c takes cluster tiles c, c + clusters, …, and the
+//! tiles* of `CLUSTER · BM` rows (BM the tile height of the entry point): cluster c takes cluster tiles c, c + clusters, …, and the
 //! block of rank r computes rows `r · BM ..` of each. The blocks of a cluster then share the
 //! B tile of every stage (`mainloop`: each copies its part of it to all of them), and walk
 //! the same number of tiles and K tiles, which the shared stages need. A block whose rows lie
@@ -11,7 +11,6 @@
 //! Only the assignment of tiles to blocks changes: each output element's chain is the same
 //! whichever block computes it.
 
-use super::config::BM;
 use crate::params::GemmParams;
 use crate::schedule::{tile_at, tile_count, Tile};
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x};
@@ -54,9 +53,9 @@ impl<const CLUSTER: u32> Walk<CLUSTER> {
         (self.first, self.step)
     }
 
-    /// This block's part of cluster tile `i` (below [`Self::count`]).
+    /// This block's part of cluster tile `i` (below [`Self::count`]) for (BM, BN) tiles.
     #[inline(always)]
-    pub fn tile<const BN: u32>(&self, i: u64) -> Tile {
+    pub fn tile<const BM: u32, const BN: u32>(&self, i: u64) -> Tile {
         let t = tile_at(&self.sched, i, (BM * CLUSTER) as u64, BN as u64);
         Tile {
             m0: t.m0 + (self.rank * BM) as u64,
