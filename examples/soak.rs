@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example soak -- CALLS [--tier scalar|tensor_cores|both]
 //!                                            [--threads T] [--seed S] [--max-fmas F]
+//!                                            [--kernel-sweep]
 //! ```
 //!
 //! On a GPU (device 0): the scalar tier's every result against the CPU backend bit for bit;
@@ -11,13 +12,37 @@
 //! alone must give the same bits (C1, C2), every element must be written and every NaN be
 //! canonical. Without a GPU the same runs on the CPU backend, the scalar tier then checked
 //! against the independent reference of the tests (`tests/common`; slower, so keep CALLS
-//! and `--max-fmas` small), the tensor-core tier only with `SGEMM_BI_CPU_TC_MODEL=1`.
+//! and `--max-fmas` small), the tensor-core tier (the CPU backend's model of it) with the
+//! same invariance checks as on a GPU.
 //!
 //! Shapes: dimensions from 0 to 2048 (tails, primes, tile edges), batches up to 4, both
 //! layouts, padded leading dimensions, element offsets that break 16-byte alignment, every
 //! bias and output mode; one call in ten with NaN, ±Inf, ±0 and subnormals planted. Threads
 //! share the engines, each with its own streams. Prints the counts and exits 1 on any
 //! mismatch.
+//!
+//! `--kernel-sweep` makes the first calls a fixed list (`kernel_sweep`, with
+//! random data) that runs every GPU kernel entry point at least once on an H200, then goes
+//! on with random calls up to CALLS (the whole list runs even when CALLS is smaller; the
+//! number of sweep calls is printed). The same checks apply; without a GPU the sweep runs on
+//! the CPU backend (about 12 s on two cores). It also allocates every device buffer at
+//! exactly its data's size, for every call, so that an access past an operand's end leaves
+//! its allocation. It is for running the soak under compute-sanitizer so that every kernel
+//! is covered:
+//!
+//! ```text
+//! for tool in memcheck racecheck initcheck synccheck; do
+//!   compute-sanitizer --tool $tool --error-exitcode 1 .gpu/examples/soak 100 --kernel-sweep
+//!   SGEMM_BI_FORCE_TC_PATH=portable \
+//!     compute-sanitizer --tool $tool --error-exitcode 1 .gpu/examples/soak 100 --kernel-sweep
+//! done
+//! ```
+//!
+//! The planner's choice (no variable) runs the Hopper kernels on the aligned calls; the
+//! mma.sync kernels with 16-byte loaders (`sgemm_bi_tc_*` without `_unaligned`) then only
+//! see K = 0, so run the sweep a second time with `SGEMM_BI_FORCE_TC_PATH=portable` (read at
+//! engine creation, host/src/cuda/mod.rs), which sends every tensor-core call to the
+//! mma.sync kernels.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -44,11 +69,12 @@ struct Args {
     threads: usize,
     seed: u64,
     max_fmas: usize,
+    kernel_sweep: bool,
 }
 
 fn args() -> Args {
     let usage = "usage: soak CALLS [--tier scalar|tensor_cores|both] [--threads T] [--seed S] \
-                 [--max-fmas F]";
+                 [--max-fmas F] [--kernel-sweep]";
     let mut it = std::env::args().skip(1);
     let mut a = Args {
         calls: 0,
@@ -56,6 +82,7 @@ fn args() -> Args {
         threads: std::thread::available_parallelism().map_or(4, |n| n.get().min(8)),
         seed: 1,
         max_fmas: 1 << 22,
+        kernel_sweep: false,
     };
     let mut calls = None;
     while let Some(arg) = it.next() {
@@ -75,6 +102,7 @@ fn args() -> Args {
             "--threads" => a.threads = value("--threads").parse().expect(usage),
             "--seed" => a.seed = value("--seed").parse().expect(usage),
             "--max-fmas" => a.max_fmas = value("--max-fmas").parse().expect(usage),
+            "--kernel-sweep" => a.kernel_sweep = true,
             n if calls.is_none() => calls = Some(n.parse().expect(usage)),
             _ => panic!("{usage}"),
         }
@@ -94,6 +122,10 @@ enum Target {
 struct Arena {
     bufs: Vec<Option<DeviceBuf>>,
     streams: Vec<RawStream>,
+    /// Allocate each buffer at exactly the size of its data, for every call (instead of
+    /// growing to powers of two), so that compute-sanitizer's memcheck sees any access past
+    /// the end of an operand.
+    exact: bool,
 }
 
 fn bytes(b: &Buf) -> &[u8] {
@@ -109,9 +141,15 @@ impl Arena {
             self.bufs.resize_with(slot + 1, || None);
         }
         let need = bytes(h).len().max(1);
-        if self.bufs[slot].as_ref().is_none_or(|b| b.bytes < need) {
+        let fits = |b: &DeviceBuf| b.bytes == need || (!self.exact && b.bytes > need);
+        if !self.bufs[slot].as_ref().is_some_and(fits) {
             stream.sync();
-            self.bufs[slot] = Some(DeviceBuf::alloc(need.next_power_of_two()));
+            let size = if self.exact {
+                need
+            } else {
+                need.next_power_of_two()
+            };
+            self.bufs[slot] = Some(DeviceBuf::alloc(size));
         }
         let d = self.bufs[slot].as_ref().unwrap();
         // SAFETY: `d` holds at least `need` bytes; the host buffer outlives the copy, which
@@ -159,6 +197,86 @@ const SPECIAL_DIMS: [usize; 20] = [
     1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257,
 ];
 
+/// How far a leading dimension or batch stride goes beyond the least valid one.
+#[derive(Clone, Copy, Debug)]
+enum Pad {
+    /// Up to the next multiple of 8 elements (16 bytes of bf16 or f16: what the tensor cores'
+    /// 16-byte loaders and the Hopper path's copy engine need).
+    To8,
+    /// This many elements more.
+    By(usize),
+}
+
+impl Pad {
+    fn apply(self, least: usize) -> usize {
+        match self {
+            Pad::To8 => least.next_multiple_of(8),
+            Pad::By(more) => least + more,
+        }
+    }
+}
+
+/// What one problem is made of: drawn by `random_problem`, listed by `kernel_sweep`;
+/// `make_problem` turns it into a descriptor and data.
+#[derive(Clone, Copy, Debug)]
+struct Choice {
+    tier: Tier,
+    dtype: DType,
+    /// M, N, K and the batch count.
+    dims: (usize, usize, usize, usize),
+    /// The layouts of A and B.
+    layouts: (Layout, Layout),
+    /// Leading dimensions of A and B, from the least.
+    lds: (Pad, Pad),
+    /// Batch strides (batch > 1) of A, B and C, from one entry's span; `None` for B: one B
+    /// shared by every entry (stride 0).
+    strides: (Pad, Option<Pad>, Pad),
+    /// C's leading dimension, from N.
+    ldc: Pad,
+    mode: OutputMode,
+    bias: Option<DType>,
+    /// Elements into their buffers at which A and B start, so that their addresses are not
+    /// always 16-byte aligned.
+    offsets: (usize, usize),
+}
+
+impl Choice {
+    fn gemm(&self) -> Gemm {
+        let (m, n, k, batch) = self.dims;
+        let op = |layout, pad: Pad, rows, cols| Operand {
+            dtype: self.dtype,
+            layout,
+            ld: pad.apply(common::min_ld(layout, rows, cols)),
+            batch_stride: 0,
+        };
+        let mut a = op(self.layouts.0, self.lds.0, m, k);
+        let mut b = op(self.layouts.1, self.lds.1, k, n);
+        let ldc = self.ldc.apply(n.max(1));
+        let mut c = Output {
+            mode: self.mode,
+            ldc,
+            batch_stride: 0,
+        };
+        if batch > 1 {
+            let (sa, sb, sc) = self.strides;
+            a.batch_stride = sa.apply(span(&a, m, k, 1));
+            b.batch_stride = sb.map_or(0, |s| s.apply(span(&b, k, n, 1)));
+            c.batch_stride = sc.apply(common::one_span(Layout::RowMajor, ldc, m, n));
+        }
+        Gemm {
+            m,
+            n,
+            k,
+            batch,
+            a,
+            b,
+            bias: self.bias,
+            c,
+            tier: self.tier,
+        }
+    }
+}
+
 fn random_problem(rng: &mut Rng, tier: Tier, max_fmas: usize) -> Problem {
     loop {
         let dim = |rng: &mut Rng| match rng.below(100) {
@@ -176,93 +294,188 @@ fn random_problem(rng: &mut Rng, tier: Tier, max_fmas: usize) -> Problem {
             Tier::Scalar => rng.pick(&[DType::F32, DType::BF16, DType::F16]),
             Tier::TensorCores => rng.pick(&[DType::BF16, DType::F16]),
         };
-        let op = |rng: &mut Rng, rows: usize, cols: usize| {
+        // Leading dimensions: multiples of 8 half the time (the tensor cores' 16-byte
+        // loaders and the Hopper path), any padding otherwise.
+        let op = |rng: &mut Rng| {
             let layout = rng.pick(&[Layout::RowMajor, Layout::ColMajor]);
-            let min = common::min_ld(layout, rows, cols);
-            // Multiples of 8 half the time (the tensor cores' 16-byte loaders and the Hopper
-            // path), any padding otherwise.
-            let ld = if rng.bool() {
-                min.next_multiple_of(8)
+            let pad = if rng.bool() {
+                Pad::To8
             } else {
-                min + rng.below(10)
+                Pad::By(rng.below(10))
             };
-            Operand {
-                dtype,
-                layout,
-                ld,
-                batch_stride: 0,
-            }
+            (layout, pad)
         };
-        let (mut a, mut b) = (op(rng, m, k), op(rng, k, n));
-        if batch > 1 {
-            a.batch_stride = span(&a, m, k, 1) + rng.below(9);
-            b.batch_stride = if rng.below(4) == 0 {
-                0
+        let ((la, pa), (lb, pb)) = (op(rng), op(rng));
+        let (sa, sb) = if batch > 1 {
+            let sa = Pad::By(rng.below(9));
+            let sb = if rng.below(4) == 0 {
+                None
             } else {
-                span(&b, k, n, 1) + rng.below(9)
+                Some(Pad::By(rng.below(9)))
             };
-        }
+            (sa, sb)
+        } else {
+            (Pad::By(0), None)
+        };
         let mode = match rng.below(5) {
             0 => OutputMode::AccumulateF32,
             1 => OutputMode::Overwrite(DType::F32),
             _ => OutputMode::Overwrite(dtype),
         };
-        let ldc = n.max(1) + [0, 0, 1, 8][rng.below(4)];
-        let c = Output {
-            mode,
-            ldc,
-            batch_stride: if batch > 1 {
-                common::one_span(Layout::RowMajor, ldc, m, n) + rng.below(5)
-            } else {
-                0
-            },
-        };
+        let ldc = Pad::By([0, 0, 1, 8][rng.below(4)]);
+        let sc = Pad::By(if batch > 1 { rng.below(5) } else { 0 });
         let bias = [None, Some(DType::F32), Some(dtype)][rng.below(3)];
-        let g = Gemm {
-            m,
-            n,
-            k,
-            batch,
-            a,
-            b,
-            bias,
-            c,
-            tier,
-        };
-        let ext = sgemm_bi::validate::check(&g).expect("soak descriptors are valid");
         // A and B start a random number of elements into their buffers: alignment varies.
-        let (pa, pb) = (rng.below(8), rng.below(8));
-        let mut a_buf = Buf::random(dtype, pa + ext.a.max(1), rng, NARROW);
-        let mut b_buf = Buf::random(dtype, pb + ext.b.max(1), rng, NARROW);
-        let mut bias_buf = bias.map(|d| Buf::random(d, n.max(1), rng, NARROW));
-        if rng.below(10) == 0 {
-            let plant = rng.pick(&specials::PLANTS);
-            for buf in [Some(&mut a_buf), Some(&mut b_buf), bias_buf.as_mut()]
-                .into_iter()
-                .flatten()
-            {
-                let dtype = buf.dtype();
-                for i in 0..buf.len() {
-                    if let Some(bits) = specials::planted(plant, dtype, || rng.next_u64()) {
-                        buf.set_bits(i, bits);
-                    }
+        let offsets = (rng.below(8), rng.below(8));
+        let choice = Choice {
+            tier,
+            dtype,
+            dims: (m, n, k, batch),
+            layouts: (la, lb),
+            lds: (pa, pb),
+            strides: (sa, sb, sc),
+            ldc,
+            mode,
+            bias,
+            offsets,
+        };
+        return make_problem(rng, &choice);
+    }
+}
+
+/// The descriptor and data of `choice`: random inputs, one call in ten with special values
+/// planted, C poisoned (overwrite) or random (accumulate).
+fn make_problem(rng: &mut Rng, choice: &Choice) -> Problem {
+    let g = choice.gemm();
+    let dtype = choice.dtype;
+    let ext = sgemm_bi::validate::check(&g).expect("soak descriptors are valid");
+    let (pa, pb) = choice.offsets;
+    let mut a_buf = Buf::random(dtype, pa + ext.a.max(1), rng, NARROW);
+    let mut b_buf = Buf::random(dtype, pb + ext.b.max(1), rng, NARROW);
+    let mut bias_buf = g.bias.map(|d| Buf::random(d, g.n.max(1), rng, NARROW));
+    if rng.below(10) == 0 {
+        let plant = rng.pick(&specials::PLANTS);
+        for buf in [Some(&mut a_buf), Some(&mut b_buf), bias_buf.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            let dtype = buf.dtype();
+            for i in 0..buf.len() {
+                if let Some(bits) = specials::planted(plant, dtype, || rng.next_u64()) {
+                    buf.set_bits(i, bits);
                 }
             }
         }
-        let c0 = match mode {
-            OutputMode::AccumulateF32 => Buf::random(DType::F32, ext.c.max(1), rng, NARROW),
-            OutputMode::Overwrite(d) => Buf::sentinel(d, ext.c.max(1)),
-        };
-        return Problem {
-            g,
-            a: a_buf,
-            b: b_buf,
-            a_off: pa,
-            b_off: pb,
-            bias: bias_buf,
-            c0,
-        };
     }
+    let c0 = match g.c.mode {
+        OutputMode::AccumulateF32 => Buf::random(DType::F32, ext.c.max(1), rng, NARROW),
+        OutputMode::Overwrite(d) => Buf::sentinel(d, ext.c.max(1)),
+    };
+    Problem {
+        g,
+        a: a_buf,
+        b: b_buf,
+        a_off: pa,
+        b_off: pb,
+        bias: bias_buf,
+        c0,
+    }
+}
+
+/// The tensor-core shapes of the kernel sweep (M, N, K, batch; K with tails of the 64-deep
+/// Hopper stages and of the 16-deep MMA steps), each with the Hopper entry point the planner
+/// picks for it on a GPU of 132 SMs (H200; `tile_m`, `tile_n` and `cluster_size` in
+/// host/src/cuda/hopper.rs: recheck these when the planner changes). Every one runs with
+/// both dtypes and all four layout pairs, aligned (offset 0, leading dimensions and batch
+/// strides multiples of 8), so that the Hopper path can take it; with
+/// `SGEMM_BI_FORCE_TC_PATH=portable` the same calls run the mma.sync kernels with the
+/// 16-byte loaders (`sgemm_bi_tc_*`).
+const SWEEP_TC_SHAPES: [(usize, usize, usize, usize); 8] = [
+    // 132 tiles of 128 × 256, one round on 132 SMs (narrower tiles take two rounds or more),
+    // in twelve tile rows: `_n256_x2` (clusters of two).
+    (1500, 2800, 100, 1),
+    // The same in one tile row, over twelve batch entries sharing B: `_n256`.
+    (120, 2800, 72, 12),
+    // 128 tiles of 128 × 128, one round (256 tiles of 128 × 64 take two): `_n128`.
+    (1000, 2000, 72, 1),
+    // 128 tiles of 128 × 64, one round, too many for 64-row tiles: `_n64`.
+    (1000, 1000, 100, 1),
+    // 10 tiles at width 64, under half the SMs: 64-row tiles, `_n64_m64`.
+    (200, 300, 100, 1),
+    // M ≤ 32, 16 and 8: `_n64_m32`, `_n64_m16` and `_n64_m8` for a row-major A,
+    // `_n64_m64` for a column-major one.
+    (30, 300, 72, 1),
+    (13, 300, 100, 1),
+    (5, 300, 72, 1),
+];
+
+/// The fixed problems of `--kernel-sweep`, chosen so that every GPU entry point
+/// (kernels-gpu/src/entry.rs) runs at least once on an H200: the Hopper entries through
+/// `SWEEP_TC_SHAPES`, the mma.sync entries with the element-wise loaders
+/// (`sgemm_bi_tc_*_unaligned`) through A one element off its 16-byte alignment, those with
+/// the 16-byte loaders (`sgemm_bi_tc_*`) through K = 0 (which the Hopper path leaves to them;
+/// their main loop runs only under `SGEMM_BI_FORCE_TC_PATH=portable`), and the twelve scalar
+/// entries. Every output mode and bias kind occurs; one call more is a batch of two.
+fn kernel_sweep(tiers: &[Tier]) -> Vec<Choice> {
+    const LAYOUT_PAIRS: [(Layout, Layout); 4] = [
+        (Layout::RowMajor, Layout::RowMajor),
+        (Layout::RowMajor, Layout::ColMajor),
+        (Layout::ColMajor, Layout::RowMajor),
+        (Layout::ColMajor, Layout::ColMajor),
+    ];
+    let aligned = |tier, dtype, dims: (usize, usize, usize, usize), layouts| Choice {
+        tier,
+        dtype,
+        dims,
+        layouts,
+        lds: (Pad::To8, Pad::To8),
+        // The batch of twelve shares B (a one-entry map); the batch of two does not.
+        strides: (Pad::To8, (dims.3 == 2).then_some(Pad::To8), Pad::By(0)),
+        ldc: Pad::By(0),
+        mode: OutputMode::Overwrite(dtype),
+        bias: None,
+        offsets: (0, 0),
+    };
+    let mut sweep = Vec::new();
+    if tiers.contains(&Tier::TensorCores) {
+        for dtype in [DType::BF16, DType::F16] {
+            for layouts in LAYOUT_PAIRS {
+                let tc = |dims| aligned(Tier::TensorCores, dtype, dims, layouts);
+                sweep.extend(SWEEP_TC_SHAPES.map(tc));
+                sweep.push(Choice {
+                    offsets: (1, 0),
+                    ..tc((130, 70, 90, 1))
+                });
+                sweep.push(tc((130, 70, 0, 1)));
+            }
+        }
+        sweep.push(aligned(
+            Tier::TensorCores,
+            DType::BF16,
+            (200, 300, 100, 2),
+            LAYOUT_PAIRS[0],
+        ));
+    }
+    if tiers.contains(&Tier::Scalar) {
+        for dtype in [DType::F32, DType::BF16, DType::F16] {
+            for layouts in LAYOUT_PAIRS {
+                sweep.push(Choice {
+                    lds: (Pad::By(1), Pad::By(3)),
+                    ..aligned(Tier::Scalar, dtype, (130, 70, 90, 1), layouts)
+                });
+            }
+        }
+    }
+    // Output modes and bias kinds in turn: every combination occurs on each tier.
+    for (i, c) in sweep.iter_mut().enumerate() {
+        c.mode = [
+            OutputMode::Overwrite(c.dtype),
+            OutputMode::Overwrite(DType::F32),
+            OutputMode::AccumulateF32,
+        ][i % 3];
+        c.bias = [None, Some(DType::F32), Some(c.dtype)][i / 3 % 3];
+    }
+    sweep
 }
 
 /// The elements of `b` from `start` on, as a buffer of their own.
@@ -548,9 +761,29 @@ fn main() {
         })
         .collect();
     assert!(!tiers.is_empty(), "no tier to soak");
+    let sweep = if args.kernel_sweep {
+        kernel_sweep(&tiers)
+    } else {
+        Vec::new()
+    };
+    if args.kernel_sweep {
+        let tc = sweep.iter().filter(|c| c.tier == Tier::TensorCores).count();
+        let note = match &target {
+            Target::Gpu { .. } => "",
+            Target::Cpu { .. } => " (no GPU kernel here: the CPU backend runs them)",
+        };
+        println!(
+            "soak: --kernel-sweep: the first {} calls are the kernel sweep ({tc} tensor-core, {} \
+             scalar){note}",
+            sweep.len(),
+            sweep.len() - tc
+        );
+    }
+    let calls = args.calls.max(sweep.len());
     println!(
-        "soak: {} calls on {name}, {} threads, seed {}, at most {} fmas per call, tiers {:?}",
-        args.calls, args.threads, args.seed, args.max_fmas, tiers
+        "soak: {calls} calls on {name}, {} threads, seed {}, at most {} fmas per random call, \
+         tiers {:?}",
+        args.threads, args.seed, args.max_fmas, tiers
     );
     let tallies: Vec<Tally> = tiers.iter().map(|_| Tally::default()).collect();
     let first = Mutex::new(Vec::new());
@@ -558,22 +791,33 @@ fn main() {
     let start = Instant::now();
     std::thread::scope(|s| {
         for t in 0..args.threads {
-            let (target, tiers, tallies, first, next, args) =
-                (&target, &tiers, &tallies, &first, &next, &args);
+            let (target, tiers, tallies, first, next, args, sweep) =
+                (&target, &tiers, &tallies, &first, &next, &args, &sweep);
             s.spawn(move || {
                 if let Target::Gpu { engines, .. } = target {
                     engines[0].cuda_context().unwrap().bind_to_thread().unwrap();
                 }
-                let mut arena = Arena::default();
+                let mut arena = Arena {
+                    exact: args.kernel_sweep,
+                    ..Arena::default()
+                };
                 loop {
                     let call = next.fetch_add(1, Ordering::Relaxed);
-                    if call >= args.calls {
+                    if call >= calls {
                         break;
                     }
                     // Each call's inputs depend on the seed and its number only.
                     let mut rng = Rng::new(args.seed.wrapping_mul(0x9E37_79B9) ^ call as u64);
-                    let ti = call % tiers.len();
-                    let p = random_problem(&mut rng, tiers[ti], args.max_fmas);
+                    let (ti, p) = match sweep.get(call) {
+                        Some(c) => {
+                            let ti = tiers.iter().position(|&t| t == c.tier).unwrap();
+                            (ti, make_problem(&mut rng, c))
+                        }
+                        None => {
+                            let ti = call % tiers.len();
+                            (ti, random_problem(&mut rng, tiers[ti], args.max_fmas))
+                        }
+                    };
                     check_one(target, &mut arena, &mut rng, &p, &tallies[ti], first);
                     tallies[ti].calls.fetch_add(1, Ordering::Relaxed);
                     if t == 0 && call % 10_000 == 0 && call > 0 {
@@ -600,8 +844,7 @@ fn main() {
         );
     }
     println!(
-        "soak: {} calls in {:.1} s, {bad} mismatches",
-        args.calls,
+        "soak: {calls} calls in {:.1} s, {bad} mismatches",
         start.elapsed().as_secs_f64()
     );
     if bad > 0 {
