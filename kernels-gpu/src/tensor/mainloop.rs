@@ -102,10 +102,14 @@ impl<const K_CONTIGUOUS: bool> Loader<K_CONTIGUOUS> {
     }
 
     /// Copies this thread's chunks of K tile `kt` into the staged tile at shared address
-    /// `tile`, zero-filling everything outside the matrix. With `CP_ASYNC` each chunk is one
-    /// 16-byte `cp.async` (the host guarantees 16-byte aligned chunks); without, eight
-    /// element loads and one shared store (any 2-byte alignment). The tile's contents are
-    /// the same either way.
+    /// `tile`, zero-filling everything outside the matrix. With `CP_ASYNC` each whole chunk
+    /// (or one wholly outside) is one 16-byte `cp.async` (the host guarantees 16-byte
+    /// aligned chunks); a chunk only partly inside the matrix, and every chunk without
+    /// `CP_ASYNC`, is eight element loads and one shared store (any 2-byte alignment). The
+    /// partial chunks take the element path because a `cp.async` with fewer source bytes
+    /// is still a 16-byte read to compute-sanitizer's memcheck, which then reports the
+    /// matrix's last chunk reading past the end of an exactly sized buffer. The tile's
+    /// contents are the same either way.
     ///
     /// # Safety
     /// `tile` is a staged-tile address inside the block's shared memory; the operand is
@@ -125,12 +129,12 @@ impl<const K_CONTIGUOUS: bool> Loader<K_CONTIGUOUS> {
                 self.mn_valid[r]
             };
             let src = self.src[r] + kt * self.tile_step;
-            if CP_ASYNC {
+            if CP_ASYNC && (valid == CHUNK_ELEMS || valid == 0) {
                 // With nothing to read, the source is the operand's base: aligned and valid.
                 let src = if valid > 0 { src } else { self.base };
                 // SAFETY: `dst` lies in the tile; `src` is 16-byte aligned (host-checked
                 // base, leading dimension and batch stride, and chunks start at multiples of
-                // 8 elements) and its first `valid` elements are inside the matrix.
+                // 8 elements) and its `valid` elements (all or none) are inside the matrix.
                 unsafe { cp_async_cg_16(dst, src, valid * 2) };
             } else {
                 let src = src as *const u16;
