@@ -124,7 +124,9 @@ pub unsafe fn gemm<
             };
             // SAFETY: forwarded contract. The epilogue's barrier ids are 1 + (wg - 1): one
             // per consumer warpgroup, none used by the producer.
-            unsafe { epilogue::store::<BN, BM>(p, &t, wg - 1, tid % 128, &acc, st.epilogue(wg - 1)) };
+            unsafe {
+                epilogue::store::<BN, BM>(p, &t, wg - 1, tid % 128, &acc, st.epilogue(wg - 1))
+            };
             tile += step;
         }
     }
