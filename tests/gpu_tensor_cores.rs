@@ -8,7 +8,6 @@
 
 mod gpu_support;
 
-use cudarc::driver::sys;
 use gpu_support::{first_difference, gpu_engine, DeviceBuf, HostBuf, Problem, RawStream, Rng};
 use rayon::prelude::*;
 use sgemm_bi::{DType, Engine, Gemm, GemmPointers, Layout, Operand, Output, OutputMode, Tier};
@@ -637,45 +636,7 @@ fn a_captured_cuda_graph_replays_the_same_bits() {
     });
     let p = Problem::random(g, &mut rng);
     let direct = p.on_gpu(&gpu, &stream);
-    let (a, b, bias) = (
-        DeviceBuf::upload(&p.a),
-        DeviceBuf::upload(&p.b),
-        DeviceBuf::upload(p.bias.as_ref().unwrap()),
-    );
-    let c = DeviceBuf::upload(&p.c0);
-    let ptrs = GemmPointers {
-        a: a.at(0),
-        b: b.at(0),
-        bias: bias.at(0),
-        c: c.at(0),
-    };
-    // SAFETY: driver calls on a live stream; the buffers outlive the graph's replays, which
-    // are synchronized before they are read.
-    unsafe {
-        sys::cuStreamBeginCapture_v2(
-            stream.0,
-            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-        )
-        .result()
-        .unwrap();
-        gpu.gemm(&g, ptrs, stream.handle()).unwrap();
-        let mut graph = std::ptr::null_mut();
-        sys::cuStreamEndCapture(stream.0, &mut graph)
-            .result()
-            .unwrap();
-        let mut exec = std::ptr::null_mut();
-        sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
-            .result()
-            .unwrap();
-        for _ in 0..3 {
-            sys::cuGraphLaunch(exec, stream.0).result().unwrap();
-        }
-        stream.sync();
-        sys::cuGraphExecDestroy(exec).result().unwrap();
-        sys::cuGraphDestroy(graph).result().unwrap();
-    }
-    let mut replayed = p.c0.clone();
-    c.download_into(&mut replayed);
+    let replayed = p.in_cuda_graph(&gpu, &stream, 3);
     assert_eq!(first_difference(&direct, &replayed), None);
 }
 

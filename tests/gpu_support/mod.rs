@@ -271,6 +271,57 @@ impl Problem {
         c.download_into(&mut out);
         out
     }
+
+    /// The GPU engine's result when the call is captured in a CUDA graph on `stream` and the
+    /// graph replayed `replays` times (each replay overwrites or accumulates into C like a
+    /// call; the tests use overwrite modes). Synchronized before returning.
+    pub fn in_cuda_graph(&self, gpu: &Engine, stream: &RawStream, replays: usize) -> HostBuf {
+        let (a, b, c) = (
+            DeviceBuf::upload(&self.a),
+            DeviceBuf::upload(&self.b),
+            DeviceBuf::upload(&self.c0),
+        );
+        let bias = self.bias.as_ref().map(DeviceBuf::upload);
+        let ptrs = GemmPointers {
+            a: a.at(0),
+            b: b.at(0),
+            bias: bias.as_ref().map_or(std::ptr::null(), |x| x.at(0)),
+            c: c.at(0),
+        };
+        // SAFETY: driver calls on a live stream; the buffers span the validated extents and
+        // outlive the graph's replays, which are synchronized before C is read.
+        unsafe {
+            sys::cuStreamBeginCapture_v2(
+                stream.0,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+            .result()
+            .expect("cuStreamBeginCapture");
+            gpu.gemm(&self.g, ptrs, stream.handle())
+                .expect("GPU gemm under capture");
+            let mut graph = std::ptr::null_mut();
+            sys::cuStreamEndCapture(stream.0, &mut graph)
+                .result()
+                .expect("cuStreamEndCapture");
+            let mut exec = std::ptr::null_mut();
+            sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+                .result()
+                .expect("cuGraphInstantiate");
+            for _ in 0..replays {
+                sys::cuGraphLaunch(exec, stream.0)
+                    .result()
+                    .expect("cuGraphLaunch");
+            }
+            stream.sync();
+            sys::cuGraphExecDestroy(exec)
+                .result()
+                .expect("cuGraphExecDestroy");
+            sys::cuGraphDestroy(graph).result().expect("cuGraphDestroy");
+        }
+        let mut out = self.c0.clone();
+        c.download_into(&mut out);
+        out
+    }
 }
 
 /// Index and bits of the first element where two results differ, if any.
