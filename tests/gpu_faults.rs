@@ -27,8 +27,8 @@ use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext};
-use gpu_support::{first_difference, DeviceBuf, HostBuf, Problem, RawStream, Rng};
-use sgemm_bi::{DType, Device, Engine, Error, Gemm, GemmPointers, Operand, Tier};
+use gpu_support::{first_difference, OnDevice, Problem, RawStream, Rng};
+use sgemm_bi::{DType, Device, Engine, Error, Gemm, Operand, Tier};
 
 /// A kernel whose only work is to fault (PTX written by hand; sm_80 like the library's
 /// portable module, so that it loads wherever the library's kernels do).
@@ -108,39 +108,6 @@ impl Drop for Hog {
             // SAFETY: allocated by `take_nearly_all`, freed once, never used by any work.
             let _ = unsafe { result::free_sync(ptr) };
         }
-    }
-}
-
-/// A problem's buffers on the device, made ahead of the calls that use them (when memory is
-/// short, or after a fault, no allocation can be made).
-struct OnDevice {
-    a: DeviceBuf,
-    b: DeviceBuf,
-    bias: Option<DeviceBuf>,
-    c: DeviceBuf,
-}
-
-impl OnDevice {
-    fn new(p: &Problem) -> Self {
-        OnDevice {
-            a: DeviceBuf::upload(&p.a),
-            b: DeviceBuf::upload(&p.b),
-            bias: p.bias.as_ref().map(DeviceBuf::upload),
-            c: DeviceBuf::upload(&p.c0),
-        }
-    }
-    fn pointers(&self) -> GemmPointers {
-        GemmPointers {
-            a: self.a.at(0),
-            b: self.b.at(0),
-            bias: self.bias.as_ref().map_or(std::ptr::null(), |x| x.at(0)),
-            c: self.c.at(0),
-        }
-    }
-    fn c(&self, like: &HostBuf) -> HostBuf {
-        let mut out = like.clone();
-        self.c.download_into(&mut out);
-        out
     }
 }
 

@@ -13,7 +13,9 @@ mod gpu_support;
 use std::ffi::c_void;
 
 use cudarc::driver::{result, sys, CudaContext};
-use gpu_support::{first_difference, gpu_engine, DeviceBuf, HostBuf, Problem, RawStream, Rng};
+use gpu_support::{
+    first_difference, gpu_engine, DeviceBuf, HostBuf, OnDevice, Problem, RawStream, Rng,
+};
 use sgemm_bi::{
     DType, Device, Engine, Error, ErrorOperand, Gemm, GemmPointers, Layout, Operand, Output,
     OutputMode, Tier,
@@ -38,38 +40,6 @@ fn pageable_memory_access(gpu: &Engine) -> bool {
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)
         .unwrap()
         != 0
-}
-
-/// The device copies of a problem's buffers.
-struct OnDevice {
-    a: DeviceBuf,
-    b: DeviceBuf,
-    bias: Option<DeviceBuf>,
-    c: DeviceBuf,
-}
-
-impl OnDevice {
-    fn new(p: &Problem) -> Self {
-        OnDevice {
-            a: DeviceBuf::upload(&p.a),
-            b: DeviceBuf::upload(&p.b),
-            bias: p.bias.as_ref().map(DeviceBuf::upload),
-            c: DeviceBuf::upload(&p.c0),
-        }
-    }
-    fn pointers(&self) -> GemmPointers {
-        GemmPointers {
-            a: self.a.at(0),
-            b: self.b.at(0),
-            bias: self.bias.as_ref().map_or(std::ptr::null(), |x| x.at(0)),
-            c: self.c.at(0),
-        }
-    }
-    fn c(&self, like: &HostBuf) -> HostBuf {
-        let mut out = like.clone();
-        self.c.download_into(&mut out);
-        out
-    }
 }
 
 /// Runs `p` with the pointers `edit` makes and expects an error; checks that C on the

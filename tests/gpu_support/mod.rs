@@ -252,42 +252,18 @@ impl Problem {
 
     /// The GPU engine's result on `stream` (synchronized before returning).
     pub fn on_gpu(&self, gpu: &Engine, stream: &RawStream) -> HostBuf {
-        let (a, b, c) = (
-            DeviceBuf::upload(&self.a),
-            DeviceBuf::upload(&self.b),
-            DeviceBuf::upload(&self.c0),
-        );
-        let bias = self.bias.as_ref().map(DeviceBuf::upload);
-        let p = GemmPointers {
-            a: a.at(0),
-            b: b.at(0),
-            bias: bias.as_ref().map_or(std::ptr::null(), |x| x.at(0)),
-            c: c.at(0),
-        };
+        let dev = OnDevice::new(self);
         // SAFETY: every buffer spans the validated extents and lives until the sync below.
-        unsafe { gpu.gemm(&self.g, p, stream.handle()) }.expect("GPU gemm");
+        unsafe { gpu.gemm(&self.g, dev.pointers(), stream.handle()) }.expect("GPU gemm");
         stream.sync();
-        let mut out = self.c0.clone();
-        c.download_into(&mut out);
-        out
+        dev.c(&self.c0)
     }
 
     /// The GPU engine's result when the call is captured in a CUDA graph on `stream` and the
     /// graph replayed `replays` times (each replay overwrites or accumulates into C like a
     /// call; the tests use overwrite modes). Synchronized before returning.
     pub fn in_cuda_graph(&self, gpu: &Engine, stream: &RawStream, replays: usize) -> HostBuf {
-        let (a, b, c) = (
-            DeviceBuf::upload(&self.a),
-            DeviceBuf::upload(&self.b),
-            DeviceBuf::upload(&self.c0),
-        );
-        let bias = self.bias.as_ref().map(DeviceBuf::upload);
-        let ptrs = GemmPointers {
-            a: a.at(0),
-            b: b.at(0),
-            bias: bias.as_ref().map_or(std::ptr::null(), |x| x.at(0)),
-            c: c.at(0),
-        };
+        let dev = OnDevice::new(self);
         // SAFETY: driver calls on a live stream; the buffers span the validated extents and
         // outlive the graph's replays, which are synchronized before C is read.
         unsafe {
@@ -297,7 +273,7 @@ impl Problem {
             )
             .result()
             .expect("cuStreamBeginCapture");
-            gpu.gemm(&self.g, ptrs, stream.handle())
+            gpu.gemm(&self.g, dev.pointers(), stream.handle())
                 .expect("GPU gemm under capture");
             let mut graph = std::ptr::null_mut();
             sys::cuStreamEndCapture(stream.0, &mut graph)
@@ -318,8 +294,43 @@ impl Problem {
                 .expect("cuGraphExecDestroy");
             sys::cuGraphDestroy(graph).result().expect("cuGraphDestroy");
         }
-        let mut out = self.c0.clone();
-        c.download_into(&mut out);
+        dev.c(&self.c0)
+    }
+}
+
+/// A problem's buffers on the device (uploaded when made): for calls whose pointers a test
+/// edits, or buffers that must exist before memory runs short or a fault.
+pub struct OnDevice {
+    pub a: DeviceBuf,
+    pub b: DeviceBuf,
+    pub bias: Option<DeviceBuf>,
+    pub c: DeviceBuf,
+}
+
+impl OnDevice {
+    pub fn new(p: &Problem) -> Self {
+        OnDevice {
+            a: DeviceBuf::upload(&p.a),
+            b: DeviceBuf::upload(&p.b),
+            bias: p.bias.as_ref().map(DeviceBuf::upload),
+            c: DeviceBuf::upload(&p.c0),
+        }
+    }
+
+    /// The pointers of a call on these buffers.
+    pub fn pointers(&self) -> GemmPointers {
+        GemmPointers {
+            a: self.a.at(0),
+            b: self.b.at(0),
+            bias: self.bias.as_ref().map_or(std::ptr::null(), |x| x.at(0)),
+            c: self.c.at(0),
+        }
+    }
+
+    /// C as it is on the device now, read into a copy of `like`.
+    pub fn c(&self, like: &HostBuf) -> HostBuf {
+        let mut out = like.clone();
+        self.c.download_into(&mut out);
         out
     }
 }
