@@ -2,8 +2,10 @@
 //! C in accumulate mode, NaN canonicalised (so the bits match the CPU backend, which
 //! propagates payloads differently), and one round-to-nearest-even to the output dtype.
 
-use crate::arch::convert::{cvt_f32_f16, cvt_rn_bf16_f32, cvt_rn_f16_f32};
-use crate::arch::global::{ld_global_v4_f32, st_global_v2_b32, st_global_v4_b32};
+use crate::arch::convert::{
+    cvt_f32_f16, cvt_rn_bf16_f32, cvt_rn_bf16x2_f32, cvt_rn_f16_f32, cvt_rn_f16x2_f32,
+};
+use crate::arch::global::{ld_global_v2_f32, st_global_b32, st_global_v2_b32};
 use crate::params::{
     GemmParams, BIAS_BF16, BIAS_F16, BIAS_F32, OUT_ACCUMULATE_F32, OUT_BF16, OUT_F16,
 };
@@ -72,75 +74,77 @@ pub unsafe fn finish(p: &GemmParams, idx: usize, chain: f32, bias: Option<f32>) 
     }
 }
 
-/// Bytes of one element of C for `p.out_mode`.
+/// Bytes of one element of C for output mode `mode`.
 #[inline(always)]
-pub fn c_elem_bytes(p: &GemmParams) -> u64 {
-    match p.out_mode {
+pub const fn c_elem_bytes(mode: u32) -> u64 {
+    match mode {
         OUT_BF16 | OUT_F16 => 2,
         _ => 4,
     }
 }
 
-/// Whether every run of four elements of C that starts at a column divisible by 4 is
-/// aligned for one vector access (4 × the element size): C's address, its leading
-/// dimension and its batch stride allow it. The same for every thread of a launch.
-#[inline(always)]
-pub fn c_vectors_aligned(p: &GemmParams) -> bool {
-    let bytes = c_elem_bytes(p);
-    (p.c % (4 * bytes)) == 0 && p.ldc % 4 == 0 && p.batch_stride_c % 4 == 0
-}
-
-/// Finishes four adjacent elements `idx..idx + 4` of C with one vector load (accumulate
-/// mode) and one vector store: element by element the same arithmetic as [`finish`].
+/// Finishes the two adjacent elements of a 16-bit C at byte address `addr`: bf16 when
+/// `bf16`, else f16. Element by element the same arithmetic as [`finish`]: the bias add,
+/// one round-to-nearest-even (both elements in one packed conversion), NaN as the canonical
+/// NaN (a select), then one 4-byte store. No branch: for an epilogue that stores pairs.
 ///
 /// # Safety
-/// The four elements are inside C's validated span and `idx` is a multiple of 4 with
-/// [`c_vectors_aligned`] true.
+/// Both elements are inside C's validated span, `addr` is 4-byte aligned, and the launch's
+/// output mode is bf16 (`bf16`) or f16.
 #[inline(always)]
-pub unsafe fn finish4(p: &GemmParams, idx: usize, chain: [f32; 4], bias: Option<[f32; 4]>) {
-    let mut v = chain;
-    if let Some(b) = bias {
-        for e in 0..4 {
-            v[e] += b[e];
-        }
+pub unsafe fn finish2_16(addr: u64, chain: [f32; 2], bias: Option<[f32; 2]>, bf16: bool) {
+    let v = match bias {
+        Some(b) => [chain[0] + b[0], chain[1] + b[1]],
+        None => chain,
+    };
+    let packed = if bf16 {
+        cvt_rn_bf16x2_f32(v[0], v[1])
+    } else {
+        cvt_rn_f16x2_f32(v[0], v[1])
+    };
+    let lo = if v[0] != v[0] {
+        CANONICAL_NAN_16 as u32
+    } else {
+        packed & 0xFFFF
+    };
+    let hi = if v[1] != v[1] {
+        (CANONICAL_NAN_16 as u32) << 16
+    } else {
+        packed & 0xFFFF_0000
+    };
+    // SAFETY: forwarded contract: 4-byte aligned, inside C.
+    unsafe { st_global_b32(addr, lo | hi) };
+}
+
+/// Finishes the two adjacent elements of an f32 C at byte address `addr`, adding them to
+/// what C holds when `accumulate`. Element by element the same arithmetic as [`finish`]:
+/// the bias add, the add into C, NaN as the canonical NaN (a select), then one 8-byte
+/// store.
+///
+/// # Safety
+/// Both elements are inside C's validated span, `addr` is 8-byte aligned, the launch's
+/// output mode is accumulate (`accumulate`) or f32, and no other thread touches the pair.
+#[inline(always)]
+pub unsafe fn finish2_32(addr: u64, chain: [f32; 2], bias: Option<[f32; 2]>, accumulate: bool) {
+    let mut v = match bias {
+        Some(b) => [chain[0] + b[0], chain[1] + b[1]],
+        None => chain,
+    };
+    if accumulate {
+        // SAFETY: forwarded contract: 8-byte aligned, inside C, this thread's alone.
+        let old = unsafe { ld_global_v2_f32(addr) };
+        v = [v[0] + old[0], v[1] + old[1]];
     }
-    match p.out_mode {
-        OUT_BF16 | OUT_F16 => {
-            let mut h = [0u32; 4];
-            for e in 0..4 {
-                let bits16 = if v[e] != v[e] {
-                    CANONICAL_NAN_16
-                } else if p.out_mode == OUT_BF16 {
-                    cvt_rn_bf16_f32(v[e])
-                } else {
-                    cvt_rn_f16_f32(v[e])
-                };
-                h[e] = bits16 as u32;
-            }
-            let addr = p.c + 2 * idx as u64;
-            // SAFETY: forwarded contract: 8-byte aligned, inside C.
-            unsafe { st_global_v2_b32(addr, [h[0] | (h[1] << 16), h[2] | (h[3] << 16)]) };
-        }
-        mode => {
-            let addr = p.c + 4 * idx as u64;
-            if mode == OUT_ACCUMULATE_F32 {
-                // SAFETY: forwarded contract: 16-byte aligned, inside C, read only by this
-                // thread (each element of C belongs to one thread).
-                let old = unsafe { ld_global_v4_f32(addr) };
-                for e in 0..4 {
-                    v[e] += old[e];
-                }
-            }
-            let mut bits = [0u32; 4];
-            for e in 0..4 {
-                bits[e] = if v[e] != v[e] {
-                    CANONICAL_NAN_F32
-                } else {
-                    v[e].to_bits()
-                };
-            }
-            // SAFETY: forwarded contract: 16-byte aligned, inside C.
-            unsafe { st_global_v4_b32(addr, bits) };
-        }
+    // SAFETY: forwarded contract: 8-byte aligned, inside C.
+    unsafe { st_global_v2_b32(addr, v.map(canonical_f32)) };
+}
+
+/// The bits of `v` as f32 output, NaN as the canonical NaN.
+#[inline(always)]
+fn canonical_f32(v: f32) -> u32 {
+    if v != v {
+        CANONICAL_NAN_F32
+    } else {
+        v.to_bits()
     }
 }

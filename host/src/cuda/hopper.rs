@@ -21,10 +21,14 @@ use crate::types::{DType, Gemm, GemmPointers, Layout, Operand};
 
 const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
 
-/// Whether the copy engine can describe the operands of `g` at addresses `a` and `b`: base
-/// 16-byte aligned, row pitch and batch stride multiples of 16 bytes, K ≥ 1 (a tensor map has
-/// no empty dimension; K = 0 needs no MMA at all) and every extent a TMA coordinate (i32).
-pub(crate) fn can_implement(g: &Gemm, a: usize, b: usize) -> Result<(), Unsupported> {
+/// Whether the Hopper path takes `g` with A, B and C at addresses `a`, `b` and `c`. The copy
+/// engine must describe A and B: base 16-byte aligned, row pitch and batch stride multiples
+/// of 16 bytes, K ≥ 1 (a tensor map has no empty dimension; K = 0 needs no MMA at all) and
+/// every extent a TMA coordinate (i32). The epilogue stores pairs of adjacent columns with
+/// one access each (`kernels-gpu/src/hopper/epilogue.rs`): N even, and C's address, leading
+/// dimension and batch stride multiples of two elements. Elsewhere the mma.sync path runs
+/// the call, with the same bits.
+pub(crate) fn can_implement(g: &Gemm, a: usize, b: usize, c: usize) -> Result<(), Unsupported> {
     if g.k == 0 {
         return Err(Unsupported {
             reason: "K = 0 has no MMA step".into(),
@@ -55,7 +59,20 @@ pub(crate) fn can_implement(g: &Gemm, a: usize, b: usize) -> Result<(), Unsuppor
         Err(Unsupported { reason })
     };
     check("A", &g.a, a)?;
-    check("B", &g.b, b)
+    check("B", &g.b, b)?;
+    let pair = 2 * g.c.mode.dtype().size();
+    let reason = if g.n % 2 != 0 {
+        format!("N = {} is odd: the epilogue stores column pairs", g.n)
+    } else if c % pair != 0 {
+        format!("C's address {c:#x} is not aligned to a pair of elements ({pair} bytes)")
+    } else if g.c.ldc % 2 != 0 {
+        format!("C's leading dimension {} is odd", g.c.ldc)
+    } else if g.batch > 1 && g.c.batch_stride % 2 != 0 {
+        format!("C's batch stride {} is odd", g.c.batch_stride)
+    } else {
+        return Ok(());
+    };
+    Err(Unsupported { reason })
 }
 
 /// The tile height for `g` on a GPU with `sms` multiprocessors. Small M streams B: with A
@@ -423,6 +440,50 @@ mod tests {
             },
             tier: Tier::TensorCores,
         }
+    }
+
+    /// The epilogue stores column pairs: odd N, an odd leading dimension or batch stride of
+    /// C, or a C not aligned to two elements sends the call to the mma.sync path, with the
+    /// reason; A and B as the copy engine needs them are still checked first.
+    #[test]
+    fn c_must_take_column_pairs() {
+        let ok = gemm(64, 64, 64, LAYOUTS[0]);
+        assert!(can_implement(&ok, 0, 0, 0).is_ok());
+        assert!(
+            can_implement(&ok, 0, 0, 4).is_ok(),
+            "bf16 pairs are 4-byte aligned"
+        );
+        let reason = |g: &Gemm, c: usize| can_implement(g, 0, 0, c).unwrap_err().reason;
+        assert!(reason(&ok, 2).contains("not aligned to a pair"));
+        let odd_n = Gemm { n: 63, ..ok };
+        assert!(reason(&odd_n, 0).contains("N = 63 is odd"));
+        let odd_ldc = Gemm {
+            c: Output { ldc: 65, ..ok.c },
+            ..ok
+        };
+        assert!(reason(&odd_ldc, 0).contains("leading dimension 65 is odd"));
+        let batched = Gemm {
+            batch: 2,
+            c: Output {
+                batch_stride: 64 * 64 + 1,
+                ..ok.c
+            },
+            ..ok
+        };
+        assert!(reason(&batched, 0).contains("batch stride 4097 is odd"));
+        let f32_out = Gemm {
+            c: Output {
+                mode: OutputMode::Overwrite(DType::F32),
+                ..ok.c
+            },
+            ..ok
+        };
+        assert!(reason(&f32_out, 4).contains("(8 bytes)"));
+        assert!(can_implement(&f32_out, 0, 0, 8).is_ok());
+        assert!(can_implement(&odd_n, 8, 0, 0)
+            .unwrap_err()
+            .reason
+            .contains("A's address"));
     }
 
     /// The planner picks a built width for every shape: whole rounds of the widest tiles,

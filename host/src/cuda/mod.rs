@@ -309,16 +309,21 @@ impl CudaBackend {
     ) -> Result<()> {
         let hopper = match (self.tc_path, &self.loaded.hopper) {
             (TcPath::Portable, _) => None,
-            (_, Some(h)) => match hopper::can_implement(g, p.a as usize, p.b as usize) {
-                Ok(()) => Some(h),
-                Err(e) if self.tc_path == TcPath::Hopper => {
-                    return Err(Error::Launch {
-                        kernel: "sgemm_bi_hopper_*".into(),
-                        message: format!("forced Hopper path cannot run this call: {}", e.reason),
-                    })
+            (_, Some(h)) => {
+                match hopper::can_implement(g, p.a as usize, p.b as usize, p.c as usize) {
+                    Ok(()) => Some(h),
+                    Err(e) if self.tc_path == TcPath::Hopper => {
+                        return Err(Error::Launch {
+                            kernel: "sgemm_bi_hopper_*".into(),
+                            message: format!(
+                                "forced Hopper path cannot run this call: {}",
+                                e.reason
+                            ),
+                        })
+                    }
+                    Err(_) => None,
                 }
-                Err(_) => None,
-            },
+            }
             (TcPath::Hopper, None) => {
                 return Err(Error::Launch {
                     kernel: "sgemm_bi_hopper_*".into(),

@@ -34,3 +34,28 @@ pub fn cvt_rn_bf16_f32(v: f32) -> u16 {
     };
     h
 }
+
+/// `cvt.rn.f16x2.f32`: `lo` and `hi` each rounded once to nearest-even f16, packed (`lo` in
+/// bits 0..16): per element the same rounding as [`cvt_rn_f16_f32`], in one instruction of
+/// the ALU pipe rather than two conversions.
+#[inline(always)]
+pub fn cvt_rn_f16x2_f32(lo: f32, hi: f32) -> u32 {
+    let h: u32;
+    // SAFETY: register-only conversion.
+    unsafe {
+        asm!("cvt.rn.f16x2.f32 {h}, {hi}, {lo};", h = out(reg32) h, hi = in(reg32) hi, lo = in(reg32) lo, options(pure, nomem, nostack))
+    };
+    h
+}
+
+/// `cvt.rn.bf16x2.f32`: `lo` and `hi` each rounded once to nearest-even bf16, packed (`lo`
+/// in bits 0..16): per element the same rounding as [`cvt_rn_bf16_f32`] (sm_80+).
+#[inline(always)]
+pub fn cvt_rn_bf16x2_f32(lo: f32, hi: f32) -> u32 {
+    let h: u32;
+    // SAFETY: register-only conversion.
+    unsafe {
+        asm!("cvt.rn.bf16x2.f32 {h}, {hi}, {lo};", h = out(reg32) h, hi = in(reg32) hi, lo = in(reg32) lo, options(pure, nomem, nostack))
+    };
+    h
+}

@@ -1,8 +1,25 @@
 //! Vector accesses to global memory (`.global` state space, 64-bit generic addresses that
 //! point into global memory). Rust's own loads and stores of arrays split into scalar
-//! accesses; these keep one 8- or 16-byte transaction per thread.
+//! accesses; these keep one 4- or 8-byte transaction per thread.
 
 use core::arch::asm;
+
+/// `st.global.b32`
+///
+/// # Safety
+/// `addr` is a 4-byte aligned global address, valid for 4 bytes of writes.
+#[inline(always)]
+pub unsafe fn st_global_b32(addr: u64, v: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "st.global.b32 [{a}], {x};",
+            a = in(reg64) addr,
+            x = in(reg32) v,
+            options(nostack)
+        )
+    };
+}
 
 /// `st.global.v2.b32`
 ///
@@ -22,45 +39,23 @@ pub unsafe fn st_global_v2_b32(addr: u64, v: [u32; 2]) {
     };
 }
 
-/// `st.global.v4.b32`
+/// `ld.global.v2.f32`
 ///
 /// # Safety
-/// `addr` is a 16-byte aligned global address, valid for 16 bytes of writes.
-#[inline(always)]
-pub unsafe fn st_global_v4_b32(addr: u64, v: [u32; 4]) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        asm!(
-            "st.global.v4.b32 [{a}], {{{x}, {y}, {z}, {w}}};",
-            a = in(reg64) addr,
-            x = in(reg32) v[0],
-            y = in(reg32) v[1],
-            z = in(reg32) v[2],
-            w = in(reg32) v[3],
-            options(nostack)
-        )
-    };
-}
-
-/// `ld.global.v4.f32`
-///
-/// # Safety
-/// `addr` is a 16-byte aligned global address, valid for 16 bytes of reads, not written by
+/// `addr` is an 8-byte aligned global address, valid for 8 bytes of reads, not written by
 /// another thread during the kernel.
 #[inline(always)]
-pub unsafe fn ld_global_v4_f32(addr: u64) -> [f32; 4] {
-    let (x, y, z, w): (f32, f32, f32, f32);
+pub unsafe fn ld_global_v2_f32(addr: u64) -> [f32; 2] {
+    let (x, y): (f32, f32);
     // SAFETY: forwarded contract.
     unsafe {
         asm!(
-            "ld.global.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+            "ld.global.v2.f32 {{{x}, {y}}}, [{a}];",
             a = in(reg64) addr,
             x = out(reg32) x,
             y = out(reg32) y,
-            z = out(reg32) z,
-            w = out(reg32) w,
             options(readonly, nostack)
         )
     };
-    [x, y, z, w]
+    [x, y]
 }

@@ -60,18 +60,9 @@ pub const STAGE_AREA: u32 = 192 * 1024;
 pub const MAX_STAGES: u32 = 24;
 /// Bytes for the barriers: a full and an empty barrier per stage.
 pub const BARRIER_BYTES: u32 = 2 * MAX_STAGES * 8;
-/// Output columns one consumer warpgroup stages through shared memory at a time in the
-/// epilogue (`epilogue`): its (WG_M, EPILOGUE_COLS) f32 piece of the tile.
-pub const EPILOGUE_COLS: u32 = 32;
-/// Row pitch (f32 elements) of a staged epilogue piece: 4 more than its width, so that both
-/// the fragment-shaped writes (8-byte) and the row-shaped reads (16-byte) are free of bank
-/// conflicts, and rows stay 16-byte aligned.
-pub const EPILOGUE_PITCH: u32 = EPILOGUE_COLS + 4;
-/// Bytes of one consumer warpgroup's epilogue piece.
-pub const EPILOGUE_BYTES: u32 = WG_M * EPILOGUE_PITCH * 4;
-/// Dynamic shared memory a block needs: the stages, the barriers, the consumers' epilogue
-/// pieces, and slack to align the stages to 1024 bytes (128B swizzle).
-pub const SMEM_BYTES: u32 = 1024 + STAGE_AREA + BARRIER_BYTES + MAX_CONSUMERS * EPILOGUE_BYTES;
+/// Dynamic shared memory a block needs: the stages, the barriers, and slack to align the
+/// stages to 1024 bytes (128B swizzle). The epilogue stores from registers.
+pub const SMEM_BYTES: u32 = 1024 + STAGE_AREA + BARRIER_BYTES;
 /// The most dynamic shared memory an sm_90 block may use (227 KiB).
 pub const SMEM_LIMIT: u32 = 227 * 1024;
 
@@ -103,7 +94,6 @@ const _: () = {
         "consumers split the tile's rows"
     );
     assert!(SMEM_BYTES <= SMEM_LIMIT, "fits one sm_90 block");
-    assert!(EPILOGUE_PITCH % 4 == 0, "staged rows are 16-byte aligned");
     assert!(
         PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * MAX_CONSUMERS <= 65536,
         "setmaxnreg budget"
@@ -115,7 +105,7 @@ const _: () = {
             bn % SWIZZLE_ELEMS == 0 && bn <= 256,
             "B tiles are whole boxes and one wgmma wide"
         );
-        assert!(bn % EPILOGUE_COLS == 0, "the epilogue walks whole pieces");
+        assert!(bn % 32 == 0, "the epilogue walks groups of four n8 blocks");
         let mut j = 0;
         while j < BM_CHOICES.len() {
             let bm = BM_CHOICES[j];

@@ -34,7 +34,7 @@ use crate::arch::shared::dyn_smem_base;
 use crate::arch::sync::{bar_sync, setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::prefetch_tensormap;
 use crate::element::WgmmaElement;
-use crate::params::GemmParams;
+use crate::params::{GemmParams, OUT_BF16, OUT_F16};
 use config::{CONSUMER_REGS, PRODUCER_REGS};
 use core::arch::nvptx::_thread_idx_x;
 use mainloop::Stages;
@@ -95,39 +95,72 @@ pub unsafe fn gemm<
         }
     } else {
         setmaxnreg_inc::<CONSUMER_REGS>();
-        let mut it = 0u32;
-        let (mut tile, step) = walk.range();
-        while tile < walk.count() {
-            let t = walk.tile::<BM, BN>(tile);
-            // A warpgroup whose 64 rows all lie past M computes nothing (small M, and the
-            // rows of a cluster tile past M).
-            let active = t.m0 + u64::from((wg - 1) * config::WG_M) < p.m;
-            // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
-            let acc = unsafe {
-                if active {
-                    mainloop::consume::<E, A_K, B_K, BN, BM, true, CLUSTER>(
-                        p,
-                        &st,
-                        wg - 1,
-                        tid % 128,
-                        &mut it,
-                    )
-                } else {
-                    mainloop::consume::<E, A_K, B_K, BN, BM, false, CLUSTER>(
-                        p,
-                        &st,
-                        wg - 1,
-                        tid % 128,
-                        &mut it,
-                    )
-                }
-            };
-            // SAFETY: forwarded contract. The epilogue's barrier ids are 1 + (wg - 1): one
-            // per consumer warpgroup, none used by the producer.
-            unsafe {
-                epilogue::store::<BN, BM>(p, &t, wg - 1, tid % 128, &acc, st.epilogue(wg - 1))
-            };
-            tile += step;
+        // The output width, decided once: each consumer's code is built for one (see
+        // `epilogue`). Whole consumer loops per width, not a branch in the epilogue: with
+        // the accumulators live across such a branch, ptxas spilled them.
+        let wide = !(p.out_mode == OUT_BF16 || p.out_mode == OUT_F16);
+        // SAFETY (both arms): forwarded contract; `wide` is the launch's.
+        unsafe {
+            if wide {
+                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, true>(p, &st, &walk, tid)
+            } else {
+                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, false>(p, &st, &walk, tid)
+            }
         }
+    }
+}
+
+/// A consumer warpgroup's whole life: for each tile of this block, the chain over K, then
+/// the store (f32 output when `WIDE`, else 16-bit).
+///
+/// # Safety
+/// As for [`gemm`]; every thread of consumer warpgroup `tid / 128` (≥ 1) calls it together,
+/// and `WIDE` says whether `p.out_mode` is an f32 one.
+#[inline(always)]
+unsafe fn consume_tiles<
+    E: WgmmaElement,
+    const A_K: bool,
+    const B_K: bool,
+    const BN: u32,
+    const BM: u32,
+    const CLUSTER: u32,
+    const WIDE: bool,
+>(
+    p: &GemmParams,
+    st: &Stages<BN, BM>,
+    walk: &Walk<CLUSTER>,
+    tid: u32,
+) {
+    let wg = tid / 128;
+    let mut it = 0u32;
+    let (mut tile, step) = walk.range();
+    while tile < walk.count() {
+        let t = walk.tile::<BM, BN>(tile);
+        // A warpgroup whose 64 rows all lie past M computes nothing (small M, and the rows
+        // of a cluster tile past M).
+        let active = t.m0 + u64::from((wg - 1) * config::WG_M) < p.m;
+        // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
+        let acc = unsafe {
+            if active {
+                mainloop::consume::<E, A_K, B_K, BN, BM, true, CLUSTER>(
+                    p,
+                    st,
+                    wg - 1,
+                    tid % 128,
+                    &mut it,
+                )
+            } else {
+                mainloop::consume::<E, A_K, B_K, BN, BM, false, CLUSTER>(
+                    p,
+                    st,
+                    wg - 1,
+                    tid % 128,
+                    &mut it,
+                )
+            }
+        };
+        // SAFETY: forwarded contract.
+        unsafe { epilogue::store::<BN, BM, WIDE>(p, &t, wg - 1, tid % 128, &acc) };
+        tile += step;
     }
 }
