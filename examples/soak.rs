@@ -387,7 +387,7 @@ fn make_problem(rng: &mut Rng, choice: &Choice) -> Problem {
 /// picks for it on a GPU of 132 SMs (H200; `tile_m`, `tile_n` and `cluster_size` in
 /// host/src/cuda/hopper.rs: recheck these when the planner changes). Every one runs with
 /// both dtypes and all four layout pairs, aligned (offset 0, leading dimensions and batch
-/// strides multiples of 8), so that the Hopper path can take it; with
+/// strides of A, B and C and N multiples of 8), so that the Hopper path can take it; with
 /// `SGEMM_BI_FORCE_TC_PATH=portable` the same calls run the mma.sync kernels with the
 /// 16-byte loaders (`sgemm_bi_tc_*`).
 const SWEEP_TC_SHAPES: [(usize, usize, usize, usize); 8] = [
@@ -401,12 +401,12 @@ const SWEEP_TC_SHAPES: [(usize, usize, usize, usize); 8] = [
     // 128 tiles of 128 × 64, one round, too many for 64-row tiles: `_n64`.
     (1000, 1000, 100, 1),
     // 10 tiles at width 64, under half the SMs: 64-row tiles, `_n64_m64`.
-    (200, 300, 100, 1),
+    (200, 304, 100, 1),
     // M ≤ 32, 16 and 8: `_n64_m32`, `_n64_m16` and `_n64_m8` for a row-major A,
     // `_n64_m64` for a column-major one.
-    (30, 300, 72, 1),
-    (13, 300, 100, 1),
-    (5, 300, 72, 1),
+    (30, 304, 72, 1),
+    (13, 304, 100, 1),
+    (5, 304, 72, 1),
 ];
 
 /// The fixed problems of `--kernel-sweep`, chosen so that every GPU entry point
@@ -429,9 +429,11 @@ fn kernel_sweep(tiers: &[Tier]) -> Vec<Choice> {
         dims,
         layouts,
         lds: (Pad::To8, Pad::To8),
-        // The batch of twelve shares B (a one-entry map); the batch of two does not.
-        strides: (Pad::To8, (dims.3 == 2).then_some(Pad::To8), Pad::By(0)),
-        ldc: Pad::By(0),
+        // The batch of twelve shares B (a one-entry map); the batch of two does not. C's rows
+        // and batch entries in whole 16 bytes too: the Hopper epilogue's copy engine needs
+        // them.
+        strides: (Pad::To8, (dims.3 == 2).then_some(Pad::To8), Pad::To8),
+        ldc: Pad::To8,
         mode: OutputMode::Overwrite(dtype),
         bias: None,
         offsets: (0, 0),
@@ -452,7 +454,7 @@ fn kernel_sweep(tiers: &[Tier]) -> Vec<Choice> {
         sweep.push(aligned(
             Tier::TensorCores,
             DType::BF16,
-            (200, 300, 100, 2),
+            (200, 304, 100, 2),
             LAYOUT_PAIRS[0],
         ));
     }

@@ -11,7 +11,9 @@ mod gpu_support;
 #[path = "common/specials.rs"]
 mod specials;
 
-use gpu_support::{first_difference, gpu_engine, DeviceBuf, HostBuf, Problem, RawStream, Rng};
+use gpu_support::{
+    c_elements, first_difference, gpu_engine, DeviceBuf, HostBuf, Problem, RawStream, Rng,
+};
 use sgemm_bi::{
     bf16, f16, DType, Device, Engine, Gemm, GemmPointers, Layout, Operand, Output, OutputMode,
     TcPath, Tier,
@@ -94,10 +96,10 @@ const SHAPES: [(usize, usize, usize); 11] = [
     (130, 97, 260),
     (300, 257, 129),
     (2, 1000, 520),
-    // Even N with tails: the shapes the Hopper path takes (it stores column pairs).
-    (5, 66, 17),
-    (127, 130, 63),
-    (300, 258, 129),
+    // N in whole 16-byte units with tiles' tails: shapes the Hopper path takes.
+    (5, 72, 17),
+    (127, 136, 63),
+    (300, 264, 129),
 ];
 
 #[test]
@@ -150,7 +152,7 @@ fn scalar_tier_with_special_values_matches_the_cpu() {
 }
 
 /// Checks every NaN of a tensor-core result is the canonical one.
-fn nans_are_canonical(h: &HostBuf, what: &str) {
+fn nans_are_canonical(g: &Gemm, h: &HostBuf, what: &str) {
     let (canonical, is_nan): (u32, fn(u32) -> bool) = match h.dtype() {
         DType::F32 => (0x7FFF_FFFF, |b| {
             b & 0x7F80_0000 == 0x7F80_0000 && b & 0x7F_FFFF != 0
@@ -159,7 +161,7 @@ fn nans_are_canonical(h: &HostBuf, what: &str) {
         DType::F16 => (0x7FFF, |b| b & 0x7C00 == 0x7C00 && b & 0x3FF != 0),
     };
     let poison = HostBuf::poison(h.dtype(), 1).bits()[0];
-    for (i, b) in h.bits().into_iter().enumerate() {
+    for (i, b) in c_elements(g, h).into_iter().enumerate() {
         assert!(b != poison, "{what}: element {i} was not written");
         assert!(
             !is_nan(b) || b == canonical,
@@ -205,9 +207,10 @@ fn tensor_core_kernels_agree_on_special_values() {
                         a: op(LAYOUTS[layouts & 1], m, k),
                         b: op(LAYOUTS[layouts >> 1], k, n),
                         bias: (layouts == 1).then_some(DType::F32),
+                        // Rows of C in whole 16 bytes, as the Hopper path needs.
                         c: Output {
                             mode,
-                            ldc: n,
+                            ldc: n.next_multiple_of(8),
                             batch_stride: 0,
                         },
                         tier: Tier::TensorCores,
@@ -219,11 +222,11 @@ fn tensor_core_kernels_agree_on_special_values() {
                     plant_bias_and_c(&mut p, &mut rng);
                     let what = format!("{dtype} {plan:?} {m}×{n}×{k} layouts {layouts}");
                     let x = p.on_gpu(&portable, &stream);
-                    nans_are_canonical(&x, &what);
+                    nans_are_canonical(&g, &x, &what);
                     let y = p.on_gpu(&auto, &stream);
                     assert_eq!(first_difference(&x, &y), None, "{what}: mma.sync vs auto");
-                    // The Hopper path takes even N only (column pairs); odd N is mma.sync's.
-                    if let Some(h) = hopper.as_ref().filter(|_| n % 2 == 0) {
+                    // The Hopper path takes N in whole 16-byte units only.
+                    if let Some(h) = hopper.as_ref().filter(|_| n % 8 == 0) {
                         let z = p.on_gpu(h, &stream);
                         assert_eq!(first_difference(&x, &z), None, "{what}: mma.sync vs wgmma");
                         hopper_calls += 1;

@@ -97,8 +97,11 @@ mod sm90a {
             pub unsafe extern "ptx-kernel" fn $name(p: HopperParams) {
                 let map_a = crate::kernel_param_generic_address!($name, 0);
                 let map_b = crate::kernel_param_generic_address!($name, 128);
+                let map_c = crate::kernel_param_generic_address!($name, 256);
                 // SAFETY: forwarded launch contract.
-                unsafe { hopper::gemm::<$elem, $a, $b, $bn, $bm, $c>(&p.gemm, map_a, map_b) }
+                unsafe {
+                    hopper::gemm::<$elem, $a, $b, $bn, $bm, $c>(&p.gemm, [map_a, map_b, map_c])
+                }
             }
         };
     }

@@ -83,20 +83,11 @@ pub const fn c_elem_bytes(mode: u32) -> u64 {
     }
 }
 
-/// Finishes the two adjacent elements of a 16-bit C at byte address `addr`: bf16 when
-/// `bf16`, else f16. Element by element the same arithmetic as [`finish`]: the bias add,
-/// one round-to-nearest-even (both elements in one packed conversion), NaN as the canonical
-/// NaN (a select), then one 4-byte store. No branch: for an epilogue that stores pairs.
-///
-/// # Safety
-/// Both elements are inside C's validated span, `addr` is 4-byte aligned, and the launch's
-/// output mode is bf16 (`bf16`) or f16.
+/// Two adjacent finished 16-bit outputs, packed (`v[0]` in bits 0..16): bf16 when `bf16`,
+/// else f16. Element by element [`finish`]'s rounding: one round-to-nearest-even (both in
+/// one packed conversion), NaN as the canonical NaN (a select). `v` already holds the bias.
 #[inline(always)]
-pub unsafe fn finish2_16(addr: u64, chain: [f32; 2], bias: Option<[f32; 2]>, bf16: bool) {
-    let v = match bias {
-        Some(b) => [chain[0] + b[0], chain[1] + b[1]],
-        None => chain,
-    };
+pub fn finished_16(v: [f32; 2], bf16: bool) -> u32 {
     let packed = if bf16 {
         cvt_rn_bf16x2_f32(v[0], v[1])
     } else {
@@ -112,8 +103,23 @@ pub unsafe fn finish2_16(addr: u64, chain: [f32; 2], bias: Option<[f32; 2]>, bf1
     } else {
         packed & 0xFFFF_0000
     };
+    lo | hi
+}
+
+/// Finishes the two adjacent elements of a 16-bit C at byte address `addr` ([`finished_16`]
+/// after the bias add) with one 4-byte store. No branch: for an epilogue that stores pairs.
+///
+/// # Safety
+/// Both elements are inside C's validated span, `addr` is 4-byte aligned, and the launch's
+/// output mode is bf16 (`bf16`) or f16.
+#[inline(always)]
+pub unsafe fn finish2_16(addr: u64, chain: [f32; 2], bias: Option<[f32; 2]>, bf16: bool) {
+    let v = match bias {
+        Some(b) => [chain[0] + b[0], chain[1] + b[1]],
+        None => chain,
+    };
     // SAFETY: forwarded contract: 4-byte aligned, inside C.
-    unsafe { st_global_b32(addr, lo | hi) };
+    unsafe { st_global_b32(addr, finished_16(v, bf16)) };
 }
 
 /// Finishes the two adjacent elements of an f32 C at byte address `addr`, adding them to
@@ -136,12 +142,12 @@ pub unsafe fn finish2_32(addr: u64, chain: [f32; 2], bias: Option<[f32; 2]>, acc
         v = [v[0] + old[0], v[1] + old[1]];
     }
     // SAFETY: forwarded contract: 8-byte aligned, inside C.
-    unsafe { st_global_v2_b32(addr, v.map(canonical_f32)) };
+    unsafe { st_global_v2_b32(addr, v.map(finished_f32)) };
 }
 
-/// The bits of `v` as f32 output, NaN as the canonical NaN.
+/// The bits of `v` as a finished f32 output: NaN as the canonical NaN.
 #[inline(always)]
-fn canonical_f32(v: f32) -> u32 {
+pub fn finished_f32(v: f32) -> u32 {
     if v != v {
         CANONICAL_NAN_F32
     } else {

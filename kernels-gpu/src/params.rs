@@ -60,13 +60,15 @@ pub struct TensorMap {
     pub opaque: [u64; 16],
 }
 
-/// Parameters of the Hopper (wgmma + TMA) kernels: the tensor maps of A and B, then the
-/// shared GEMM parameters. The maps come first so that they sit at byte offsets 0 and 128 of
-/// the 64-byte aligned parameter.
+/// Parameters of the Hopper (wgmma + TMA) kernels: the tensor maps of A, B and C, then the
+/// shared GEMM parameters. The maps come first so that they sit at byte offsets 0, 128 and
+/// 256 of the 64-byte aligned parameter. C's map is all zeros (unused) in accumulate mode,
+/// which the epilogue does from registers.
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Debug)]
 pub struct HopperParams {
     pub map_a: TensorMap,
     pub map_b: TensorMap,
+    pub map_c: TensorMap,
     pub gemm: GemmParams,
 }

@@ -335,6 +335,20 @@ impl OnDevice {
     }
 }
 
+/// The bits of C's logical elements (batch entry, row < M, column < N) in `c`, a buffer of
+/// C's whole span: the padding past N in each row (ldc > N) is left out.
+pub fn c_elements(g: &Gemm, c: &HostBuf) -> Vec<u32> {
+    let bits = c.bits();
+    let mut out = Vec::with_capacity(g.batch * g.m * g.n);
+    for b in 0..g.batch {
+        for i in 0..g.m {
+            let row = b * g.c.batch_stride + i * g.c.ldc;
+            out.extend_from_slice(&bits[row..row + g.n]);
+        }
+    }
+    out
+}
+
 /// Index and bits of the first element where two results differ, if any.
 pub fn first_difference(x: &HostBuf, y: &HostBuf) -> Option<(usize, u32, u32)> {
     let (bx, by) = (x.bits(), y.bits());

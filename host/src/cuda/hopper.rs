@@ -11,23 +11,26 @@ use cudarc::driver::{result, sys};
 
 use super::kernel_abi::gemm_params;
 use super::kernel_abi::hopper_config::{
-    threads, BK, BM, BM_CHOICES, BN_CHOICES, NARROW_BN, SMEM_BYTES, SWIZZLE_ELEMS,
+    threads, BK, BM, BM_CHOICES, BN_CHOICES, EPILOGUE_PIECE_BYTES, NARROW_BN, SMEM_BYTES,
+    SWIZZLE_ELEMS, WG_M,
 };
 use super::kernel_abi::params::{HopperParams, TensorMap};
 use super::scalar::{layout_suffix, LAYOUTS};
 use super::tensor::Unsupported;
 use crate::error::{Error, Result};
-use crate::types::{DType, Gemm, GemmPointers, Layout, Operand};
+use crate::types::{DType, Gemm, GemmPointers, Layout, Operand, OutputMode};
 
 const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
 
 /// Whether the Hopper path takes `g` with A, B and C at addresses `a`, `b` and `c`. The copy
 /// engine must describe A and B: base 16-byte aligned, row pitch and batch stride multiples
 /// of 16 bytes, K ≥ 1 (a tensor map has no empty dimension; K = 0 needs no MMA at all) and
-/// every extent a TMA coordinate (i32). The epilogue stores pairs of adjacent columns with
-/// one access each (`kernels-gpu/src/hopper/epilogue.rs`): N even, and C's address, leading
-/// dimension and batch stride multiples of two elements. Elsewhere the mma.sync path runs
-/// the call, with the same bits.
+/// every extent a TMA coordinate (i32). The epilogue (`kernels-gpu/src/hopper/epilogue.rs`)
+/// hands an overwritten C to the copy engine too, so C needs the same alignment, and N a
+/// whole number of 16-byte units (the engine clips stores in those units);
+/// in accumulate mode it stores pairs of adjacent columns from registers: N even, and C's
+/// address, leading dimension and batch stride multiples of two elements. Elsewhere the
+/// mma.sync path runs the call, with the same bits.
 pub(crate) fn can_implement(g: &Gemm, a: usize, b: usize, c: usize) -> Result<(), Unsupported> {
     if g.k == 0 {
         return Err(Unsupported {
@@ -40,29 +43,44 @@ pub(crate) fn can_implement(g: &Gemm, a: usize, b: usize, c: usize) -> Result<()
             reason: "an extent exceeds a TMA coordinate (2^31 - 1)".into(),
         });
     }
-    let check = |name: &str, op: &Operand, addr: usize| {
+    // The copy engine's rule for an operand of `size`-byte elements: base, row pitch and
+    // batch stride multiples of 16 bytes.
+    let copyable = |name: &str, size: usize, ld: usize, bs: usize, addr: usize| {
+        let unit = 16 / size;
         let reason = if addr % 16 != 0 {
             format!("{name}'s address {addr:#x} is not 16-byte aligned")
-        } else if op.ld % 8 != 0 || op.ld * 2 >= 1 << 40 {
-            format!(
-                "{name}'s leading dimension {} is not a multiple of 8",
-                op.ld
-            )
-        } else if g.batch > 1 && (op.batch_stride % 8 != 0 || op.batch_stride * 2 >= 1 << 40) {
-            format!(
-                "{name}'s batch stride {} is not a multiple of 8",
-                op.batch_stride
-            )
+        } else if ld % unit != 0 || ld * size >= 1 << 40 {
+            format!("{name}'s leading dimension {ld} is not a multiple of {unit}")
+        } else if g.batch > 1 && (bs % unit != 0 || bs * size >= 1 << 40) {
+            format!("{name}'s batch stride {bs} is not a multiple of {unit}")
         } else {
             return Ok(());
         };
         Err(Unsupported { reason })
     };
-    check("A", &g.a, a)?;
-    check("B", &g.b, b)?;
-    let pair = 2 * g.c.mode.dtype().size();
+    copyable("A", g.a.dtype.size(), g.a.ld, g.a.batch_stride, a)?;
+    copyable("B", g.b.dtype.size(), g.b.ld, g.b.batch_stride, b)?;
+    let size = g.c.mode.dtype().size();
+    if g.c.mode != OutputMode::AccumulateF32 {
+        copyable("C", size, g.c.ldc, g.c.batch_stride, c)?;
+        // The copy engine clips a store at C's last column in units of 16 bytes, not
+        // elements (measured on the H200: N = 161 f32 columns in rows of 164 wrote column
+        // 161), so N must end on one: else it would write past N.
+        let unit = 16 / size;
+        if g.n % unit != 0 {
+            return Err(Unsupported {
+                reason: format!(
+                    "N = {} is not a multiple of {unit}: the copy engine stores C's rows in \
+                     16-byte units",
+                    g.n
+                ),
+            });
+        }
+        return Ok(());
+    }
+    let pair = 2 * size;
     let reason = if g.n % 2 != 0 {
-        format!("N = {} is odd: the epilogue stores column pairs", g.n)
+        format!("N = {} is odd: accumulate mode stores column pairs", g.n)
     } else if c % pair != 0 {
         format!("C's address {c:#x} is not aligned to a pair of elements ({pair} bytes)")
     } else if g.c.ldc % 2 != 0 {
@@ -178,8 +196,10 @@ fn encode_raw(
 ) -> std::result::Result<TensorMap, String> {
     let data_type = match dtype {
         DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        _ => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        DType::BF16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        DType::F32 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
     };
+    let elem = dtype.size() as u64;
     // A batch extent of 1 when the operand is shared (stride 0) or there is one entry; its
     // stride is then never used but must still be valid.
     let shared = batch == 1 || bs == 0;
@@ -188,11 +208,11 @@ fn encode_raw(
         outer as u64,
         if shared { 1 } else { batch as u64 },
     ];
-    let pitch = ld as u64 * 2;
+    let pitch = ld as u64 * elem;
     let batch_pitch = if shared {
         (pitch * outer as u64).next_multiple_of(16)
     } else {
-        bs as u64 * 2
+        bs as u64 * elem
     };
     let strides: [u64; 2] = [pitch, batch_pitch];
     let boxes: [u32; 3] = [box_dims[0], box_dims[1], 1];
@@ -351,9 +371,30 @@ impl HopperKernels {
         let b_box = bn / cluster;
         let map_b =
             operand_map(&g.b, b_k, p.b as usize, g.n, g.k, g.batch, b_box).map_err(map_err)?;
+        // C's map (overwrite modes): boxes of 128 bytes × one consumer warpgroup's rows, the
+        // epilogue's pieces. Accumulate mode stores from registers and leaves it unused.
+        let map_c = match g.c.mode {
+            OutputMode::AccumulateF32 => TensorMap { opaque: [0; 16] },
+            mode => {
+                let dtype = mode.dtype();
+                let box_cols = (EPILOGUE_PIECE_BYTES / WG_M) / dtype.size() as u32;
+                encode_raw(
+                    dtype,
+                    p.c as usize,
+                    g.n,
+                    g.m,
+                    g.c.ldc,
+                    g.batch,
+                    g.c.batch_stride,
+                    [box_cols, WG_M],
+                )
+                .map_err(map_err)?
+            }
+        };
         let mut params = HopperParams {
             map_a,
             map_b,
+            map_c,
             gemm: gemm_params(g, p, bm, bn),
         };
         // Persistent: one block per SM at most, whole clusters, each cluster a tile of
@@ -442,44 +483,77 @@ mod tests {
         }
     }
 
-    /// The epilogue stores column pairs: odd N, an odd leading dimension or batch stride of
-    /// C, or a C not aligned to two elements sends the call to the mma.sync path, with the
-    /// reason; A and B as the copy engine needs them are still checked first.
+    /// The epilogue hands an overwritten C to the copy engine (C 16-byte aligned, rows,
+    /// batch entries and N 16-byte multiples) and stores accumulated pairs from registers
+    /// (N even, C's address, leading dimension and batch stride multiples of two elements);
+    /// anything else goes to the mma.sync path, with the reason. A and B come first.
     #[test]
-    fn c_must_take_column_pairs() {
-        let ok = gemm(64, 64, 64, LAYOUTS[0]);
-        assert!(can_implement(&ok, 0, 0, 0).is_ok());
-        assert!(
-            can_implement(&ok, 0, 0, 4).is_ok(),
-            "bf16 pairs are 4-byte aligned"
-        );
+    fn c_must_suit_the_epilogue() {
         let reason = |g: &Gemm, c: usize| can_implement(g, 0, 0, c).unwrap_err().reason;
-        assert!(reason(&ok, 2).contains("not aligned to a pair"));
-        let odd_n = Gemm { n: 63, ..ok };
-        assert!(reason(&odd_n, 0).contains("N = 63 is odd"));
-        let odd_ldc = Gemm {
-            c: Output { ldc: 65, ..ok.c },
-            ..ok
+        let bf16 = gemm(64, 64, 64, LAYOUTS[0]);
+        assert!(can_implement(&bf16, 0, 0, 0).is_ok());
+        assert!(reason(&bf16, 8).contains("C's address 0x8 is not 16-byte aligned"));
+        let odd_n = Gemm {
+            n: 63,
+            c: Output { ldc: 64, ..bf16.c },
+            ..bf16
         };
-        assert!(reason(&odd_ldc, 0).contains("leading dimension 65 is odd"));
-        let batched = Gemm {
-            batch: 2,
-            c: Output {
-                batch_stride: 64 * 64 + 1,
-                ..ok.c
-            },
-            ..ok
+        assert!(reason(&odd_n, 0).contains("N = 63 is not a multiple of 8"));
+        let n_72 = Gemm {
+            n: 72,
+            c: Output { ldc: 80, ..bf16.c },
+            ..bf16
         };
-        assert!(reason(&batched, 0).contains("batch stride 4097 is odd"));
+        assert!(
+            can_implement(&n_72, 0, 0, 0).is_ok(),
+            "a partial tile of whole 16-byte units"
+        );
+        let dense_odd_n = Gemm {
+            n: 63,
+            c: Output { ldc: 63, ..bf16.c },
+            ..bf16
+        };
+        assert!(reason(&dense_odd_n, 0).contains("C's leading dimension 63 is not a multiple of 8"));
         let f32_out = Gemm {
             c: Output {
                 mode: OutputMode::Overwrite(DType::F32),
-                ..ok.c
+                ldc: 68,
+                ..bf16.c
             },
-            ..ok
+            ..bf16
         };
-        assert!(reason(&f32_out, 4).contains("(8 bytes)"));
-        assert!(can_implement(&f32_out, 0, 0, 8).is_ok());
+        assert!(can_implement(&f32_out, 0, 0, 16).is_ok());
+        let f32_batched = Gemm {
+            batch: 2,
+            c: Output {
+                batch_stride: 64 * 68 + 2,
+                ..f32_out.c
+            },
+            ..f32_out
+        };
+        assert!(reason(&f32_batched, 0).contains("C's batch stride 4354 is not a multiple of 4"));
+        let acc = Gemm {
+            c: Output {
+                mode: OutputMode::AccumulateF32,
+                ldc: 66,
+                ..bf16.c
+            },
+            ..bf16
+        };
+        assert!(
+            can_implement(&acc, 0, 0, 8).is_ok(),
+            "pairs of f32: 8-byte aligned"
+        );
+        assert!(reason(&acc, 4).contains("not aligned to a pair of elements (8 bytes)"));
+        assert!(reason(&Gemm { n: 63, ..acc }, 0).contains("N = 63 is odd"));
+        assert!(reason(
+            &Gemm {
+                c: Output { ldc: 65, ..acc.c },
+                ..acc
+            },
+            0
+        )
+        .contains("C's leading dimension 65 is odd"));
         assert!(can_implement(&odd_n, 8, 0, 0)
             .unwrap_err()
             .reason

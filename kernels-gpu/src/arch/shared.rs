@@ -87,3 +87,33 @@ pub unsafe fn st_shared_v4_b32(addr: u32, v: [u32; 4]) {
         )
     };
 }
+
+/// `st.shared.b32`
+///
+/// # Safety
+/// `addr` is 4-byte aligned and inside the block's shared-memory allocation.
+#[inline(always)]
+pub unsafe fn st_shared_b32(addr: u32, v: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!("st.shared.b32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack))
+    };
+}
+
+/// `st.shared.v2.b32`
+///
+/// # Safety
+/// `addr` is 8-byte aligned and the 8 bytes from it are inside the block's shared memory.
+#[inline(always)]
+pub unsafe fn st_shared_v2_b32(addr: u32, v: [u32; 2]) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "st.shared.v2.b32 [{a}], {{{x}, {y}}};",
+            a = in(reg32) addr,
+            x = in(reg32) v[0],
+            y = in(reg32) v[1],
+            options(nostack)
+        )
+    };
+}

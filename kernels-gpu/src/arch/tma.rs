@@ -1,6 +1,7 @@
 //! The bulk tensor copy engine (TMA, sm_90): tiles of a tensor described by a tensor map
 //! (built on the host by `cuTensorMapEncodeTiled`) copied into shared memory, completing on
-//! an mbarrier, and the proxy fence between generic and async accesses.
+//! an mbarrier, or from shared memory back to the tensor in bulk groups, and the proxy fence
+//! between generic and async accesses.
 
 use core::arch::asm;
 
@@ -61,6 +62,49 @@ pub unsafe fn cp_async_bulk_tensor_3d_multicast(
             options(nostack)
         )
     };
+}
+
+/// `cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group`: copies shared `src` (a box
+/// laid out as the map's swizzle says) to the box at coordinates (`c0`, `c1`, `c2`)
+/// (innermost first) of the tensor map at generic address `map`; the parts of the box
+/// outside the tensor are not written. Completes as part of this thread's current bulk
+/// group ([`cp_async_bulk_commit_group`]).
+///
+/// # Safety
+/// `map` is the generic address of a valid tensor map whose tensor may be written there;
+/// `src` is a shared address aligned as the map's swizzle needs (1024 bytes for 128B), holding
+/// the box, written before a `fence.proxy.async` and left untouched until
+/// [`cp_async_bulk_wait_group_read`] says the copy has read it.
+#[inline(always)]
+pub unsafe fn cp_async_bulk_tensor_3d_store(map: u64, coords: [i32; 3], src: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [{m}, {{{c0}, {c1}, {c2}}}], [{s}];",
+            m = in(reg64) map,
+            c0 = in(reg32) coords[0],
+            c1 = in(reg32) coords[1],
+            c2 = in(reg32) coords[2],
+            s = in(reg32) src,
+            options(nostack)
+        )
+    };
+}
+
+/// `cp.async.bulk.commit_group`: closes this thread's bulk group of copies issued since the
+/// last commit.
+#[inline(always)]
+pub fn cp_async_bulk_commit_group() {
+    // SAFETY: no operands.
+    unsafe { asm!("cp.async.bulk.commit_group;", options(nostack)) };
+}
+
+/// `cp.async.bulk.wait_group.read N`: waits until at most `N` of this thread's committed bulk
+/// groups still read their shared-memory sources.
+#[inline(always)]
+pub fn cp_async_bulk_wait_group_read<const N: u32>() {
+    // SAFETY: no memory operands.
+    unsafe { asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack)) };
 }
 
 /// `fence.proxy.async.shared::cta`: orders this thread's generic-proxy shared-memory accesses

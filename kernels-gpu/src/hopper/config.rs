@@ -60,9 +60,18 @@ pub const STAGE_AREA: u32 = 192 * 1024;
 pub const MAX_STAGES: u32 = 24;
 /// Bytes for the barriers: a full and an empty barrier per stage.
 pub const BARRIER_BYTES: u32 = 2 * MAX_STAGES * 8;
-/// Dynamic shared memory a block needs: the stages, the barriers, and slack to align the
-/// stages to 1024 bytes (128B swizzle). The epilogue stores from registers.
-pub const SMEM_BYTES: u32 = 1024 + STAGE_AREA + BARRIER_BYTES;
+/// Bytes of one piece of the epilogue's output: 64 rows (one consumer warpgroup's) of 128
+/// bytes (64 bf16/f16 or 32 f32 columns), one 128B-swizzled box of C's tensor map.
+pub const EPILOGUE_PIECE_BYTES: u32 = WG_M * 128;
+/// Output pieces in flight per consumer warpgroup: one being written while the copy engine
+/// stores the other.
+pub const EPILOGUE_BUFFERS: u32 = 2;
+/// Shared memory for the epilogue's pieces, after the stages (1024-byte aligned, as the
+/// swizzle needs).
+pub const EPILOGUE_AREA: u32 = MAX_CONSUMERS * EPILOGUE_BUFFERS * EPILOGUE_PIECE_BYTES;
+/// Dynamic shared memory a block needs: the stages, the epilogue's pieces, the barriers,
+/// and slack to align the stages to 1024 bytes (128B swizzle).
+pub const SMEM_BYTES: u32 = 1024 + STAGE_AREA + EPILOGUE_AREA + BARRIER_BYTES;
 /// The most dynamic shared memory an sm_90 block may use (227 KiB).
 pub const SMEM_LIMIT: u32 = 227 * 1024;
 
@@ -94,6 +103,10 @@ const _: () = {
         "consumers split the tile's rows"
     );
     assert!(SMEM_BYTES <= SMEM_LIMIT, "fits one sm_90 block");
+    assert!(
+        STAGE_AREA % 1024 == 0 && EPILOGUE_PIECE_BYTES % 1024 == 0,
+        "epilogue pieces start on a 128B-swizzle atom"
+    );
     assert!(
         PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * MAX_CONSUMERS <= 65536,
         "setmaxnreg budget"

@@ -3,17 +3,32 @@
 //! rounding), exactly as the mma.sync path's epilogue does; only the route of the values to
 //! memory differs.
 //!
-//! Straight from the fragment, in pairs: a thread holds two adjacent columns of each of its
-//! rows, so each pair is one 4- or 8-byte store (the host sends only a C that takes them:
-//! `host/src/cuda/hopper.rs`, `can_implement`), four lanes covering 8 columns of a row. The
-//! output width is a constant of the consumer's code (`super::gemm` picks it once), so a
-//! pair is a few instructions: a row address worked out once per tile, a constant column
-//! offset, one packed conversion (or the add into C), NaN selects, the store. The first version staged the fragment through shared memory and
-//! decided the mode (and NaN) by a branch per element: ~2,900 instructions per warp and
-//! tile, and the kernel ran at 0.72× of its no-epilogue speed at 4096³ (docs/perf-notes.md).
+//! Two routes, both from the wgmma fragment, where a thread holds two adjacent columns of
+//! each of its rows:
+//!
+//! - [`store_tma`], for the overwrite modes: the warpgroup finishes its part of the tile in
+//!   pieces of 64 rows × 128 bytes written to shared memory as boxes of C's tensor map, and
+//!   one thread hands each piece to the copy engine. The consumers go on to the next tile
+//!   while the engine writes (two pieces in flight per warpgroup), and the engine clips the
+//!   rows and columns outside C, so any N is fine.
+//! - [`store`], for accumulate mode (the engine cannot do the read-add-write with our NaN
+//!   rule): each pair is one 8-byte load and store straight from registers (the host sends
+//!   only a C that takes them: `host/src/cuda/hopper.rs`, `can_implement`).
+//!
+//! The output width is a constant of the consumer's code (`super::gemm` picks it once), so
+//! a pair is a few instructions. The first version staged the fragment through shared
+//! memory and stored it with plain stores, deciding the mode (and NaN) by a branch per
+//! element: ~2,900 instructions per warp and tile, and the kernel ran at 0.72× of its
+//! no-epilogue speed at 4096³ (docs/perf-notes.md).
 
-use super::config::WG_M;
-use crate::finish::{bias_at, finish2_16, finish2_32};
+use super::config::{EPILOGUE_PIECE_BYTES, WG_M};
+use crate::arch::shared::{st_shared_b32, st_shared_v2_b32};
+use crate::arch::sync::bar_sync_named;
+use crate::arch::tma::{
+    cp_async_bulk_commit_group, cp_async_bulk_tensor_3d_store, cp_async_bulk_wait_group_read,
+    fence_proxy_async_shared_cta,
+};
+use crate::finish::{bias_at, finish2_16, finish2_32, finished_16, finished_f32};
 use crate::params::{GemmParams, BIAS_NONE, OUT_ACCUMULATE_F32, OUT_BF16};
 use crate::schedule::Tile;
 
@@ -90,4 +105,123 @@ pub unsafe fn store<const BN: u32, const BM: u32, const WIDE: bool>(
             });
         }
     });
+}
+
+/// Threads of one consumer warpgroup (the named barrier's count).
+const WG_THREADS: u32 = 128;
+
+/// Finishes consumer warpgroup `wg`'s (WG_M, BN) part of tile `t` in an overwrite mode (f32
+/// when `WIDE`, else bf16 or f16) and hands it to the copy engine, piece by piece: 64 rows
+/// of 128 bytes (`EPILOGUE_PIECE_BYTES`), written to one of the warpgroup's two buffers at
+/// `pieces` in the 128B-swizzled layout of a box of C's map `map_c`. `issued` counts the
+/// pieces this warpgroup stored so far (it picks the buffer). Thread `tid`'s fragment as for
+/// [`store`]. Rows past M and columns past N are computed but clipped by the engine; with
+/// tiles of fewer than WG_M rows M ≤ BM (`host/src/cuda/hopper.rs`, `tile_m`), so the rows
+/// past BM are clipped too.
+///
+/// # Safety
+/// Every thread of the warpgroup calls it together, with the same `issued`; named barrier
+/// `1 + wg` is this warpgroup's alone; `pieces` is its EPILOGUE_BUFFERS pieces of shared
+/// memory, 1024-byte aligned; `map_c` is the generic address of C's tensor map (box of 128
+/// bytes × 64 rows, 128B swizzle, the launch's output dtype); `p.out_mode` is an overwrite
+/// mode of that width; the bias, when present, is valid for N elements. Thread 0 of the
+/// warpgroup waits for its stores to have read their pieces before the block exits
+/// ([`drain`]).
+#[inline(always)]
+pub unsafe fn store_tma<const BN: u32, const BM: u32, const WIDE: bool>(
+    p: &GemmParams,
+    t: &Tile,
+    wg: u32,
+    tid: u32,
+    acc: &[f32; 128],
+    pieces: u32,
+    map_c: u64,
+    issued: &mut u32,
+) {
+    // n8 blocks of one piece: 128 bytes of a row.
+    const fn blocks_per_piece(wide: bool) -> usize {
+        if wide {
+            4
+        } else {
+            8
+        }
+    }
+    let per_piece = blocks_per_piece(WIDE);
+    let elem: u32 = if WIDE { 4 } else { 2 };
+    let bf16 = p.out_mode == OUT_BF16;
+    let (warp, lane) = (tid / 32, tid % 32);
+    let leader = tid == 0;
+    let barrier = 1 + wg;
+    // This thread's rows r0 and r0 + 8 of the piece; in 128B swizzle the 16-byte chunk c of
+    // row r lies at chunk c ^ (r % 8), and r % 8 is the same for both rows.
+    let r0 = warp * 16 + lane / 4;
+    let has_bias = p.bias_dtype != BIAS_NONE;
+    let col0 = t.n0 + ((lane % 4) * 2) as u64;
+    let m0 = (t.m0 + (wg * WG_M) as u64) as i32;
+    let batch = if p.batch_stride_c == 0 {
+        0
+    } else {
+        t.batch as i32
+    };
+    unroll8!(pc => {
+        if pc * per_piece < (BN / 8) as usize {
+            let buf = pieces + (*issued % 2) * EPILOGUE_PIECE_BYTES;
+            // The store issued two pieces ago read from this buffer: it must be done.
+            if leader {
+                cp_async_bulk_wait_group_read::<1>();
+            }
+            bar_sync_named::<WG_THREADS>(barrier);
+            unroll8!(jl => {
+                if jl < per_piece {
+                    let j = pc * per_piece + jl;
+                    let col = col0 + 8 * j as u64;
+                    let bias = if has_bias && col < p.n {
+                        // SAFETY: col < N; col + 1 is read only when < N.
+                        Some(unsafe { [bias_at(p, col), if col + 1 < p.n { bias_at(p, col + 1) } else { 0.0 }] })
+                    } else {
+                        None
+                    };
+                    // Byte of the pair inside its 128-byte row: chunk jl (16 bytes = 8
+                    // columns of 16 bits) for 16-bit C; chunk jl * 2 + (lane % 4) / 2 for f32.
+                    let byte = (jl as u32 * 8 + (lane % 4) * 2) * elem;
+                    let (chunk, within) = (byte / 16, byte % 16);
+                    unroll2!(h => {
+                        let r = r0 + 8 * h as u32;
+                        let at = buf + r * 128 + ((chunk ^ (r % 8)) * 16) + within;
+                        let mut v = [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]];
+                        if let Some(b) = bias {
+                            v = [v[0] + b[0], v[1] + b[1]];
+                        }
+                        // SAFETY: inside this warpgroup's buffer, aligned to the access.
+                        unsafe {
+                            if WIDE {
+                                st_shared_v2_b32(at, v.map(finished_f32));
+                            } else {
+                                st_shared_b32(at, finished_16(v, bf16));
+                            }
+                        }
+                    });
+                }
+            });
+            // The piece is written: make it visible to the copy engine, then store it.
+            fence_proxy_async_shared_cta();
+            bar_sync_named::<WG_THREADS>(barrier);
+            if leader {
+                let n = (t.n0 + (pc * per_piece * 8) as u64) as i32;
+                // SAFETY: `buf` holds the finished box; forwarded contract for the map.
+                unsafe { cp_async_bulk_tensor_3d_store(map_c, [n, m0, batch], buf) };
+                cp_async_bulk_commit_group();
+            }
+            *issued += 1;
+        }
+    });
+}
+
+/// Waits until the copy engine has read every piece thread `tid` of its warpgroup handed it
+/// (before the block's shared memory goes away).
+#[inline(always)]
+pub fn drain(tid: u32) {
+    if tid == 0 {
+        cp_async_bulk_wait_group_read::<0>();
+    }
 }

@@ -9,8 +9,8 @@
 //! `empty` barrier (one arrival per consumer warp when its wgmmas have read the stage).
 
 use super::config::{
-    a_bytes, consumers, stage_bytes, stages, BK, BOX_BYTES, MAX_STAGES, MMA_K, STAGE_AREA,
-    SWIZZLE_ELEMS, WG_M,
+    a_bytes, consumers, stage_bytes, stages, BK, BOX_BYTES, EPILOGUE_AREA, EPILOGUE_BUFFERS,
+    EPILOGUE_PIECE_BYTES, MAX_STAGES, MMA_K, STAGE_AREA, SWIZZLE_ELEMS, WG_M,
 };
 use super::walk::Walk;
 use crate::arch::cluster::{mapa_shared_cluster, mbarrier_arrive_cluster};
@@ -47,11 +47,18 @@ impl<const BN: u32, const BM: u32> Stages<BN, BM> {
     }
     #[inline(always)]
     fn full(&self, s: u32) -> u32 {
-        self.base + STAGE_AREA + 8 * s
+        self.base + STAGE_AREA + EPILOGUE_AREA + 8 * s
     }
     #[inline(always)]
     fn empty(&self, s: u32) -> u32 {
-        self.base + STAGE_AREA + 8 * MAX_STAGES + 8 * s
+        self.base + STAGE_AREA + EPILOGUE_AREA + 8 * MAX_STAGES + 8 * s
+    }
+
+    /// Shared address of consumer warpgroup `wg`'s epilogue pieces (EPILOGUE_BUFFERS of
+    /// EPILOGUE_PIECE_BYTES, 1024-byte aligned).
+    #[inline(always)]
+    pub fn epilogue(&self, wg: u32) -> u32 {
+        self.base + STAGE_AREA + wg * EPILOGUE_BUFFERS * EPILOGUE_PIECE_BYTES
     }
 
     /// Initialises every barrier for clusters of `cluster` blocks. One thread calls it,

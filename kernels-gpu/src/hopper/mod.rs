@@ -34,7 +34,7 @@ use crate::arch::shared::dyn_smem_base;
 use crate::arch::sync::{bar_sync, setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::prefetch_tensormap;
 use crate::element::WgmmaElement;
-use crate::params::{GemmParams, OUT_BF16, OUT_F16};
+use crate::params::{GemmParams, OUT_ACCUMULATE_F32, OUT_F32};
 use config::{CONSUMER_REGS, PRODUCER_REGS};
 use core::arch::nvptx::_thread_idx_x;
 use mainloop::Stages;
@@ -44,8 +44,10 @@ use walk::Walk;
 /// (BM, BN) tiles, in clusters of `CLUSTER` blocks along M (1: no clusters; see `walk`).
 ///
 /// # Safety
-/// `p` describes buffers valid for the spans the host validated; `map_a` and `map_b` are
-/// generic addresses of tensor maps built for them (`host/src/cuda/hopper.rs`); the block
+/// `p` describes buffers valid for the spans the host validated; `maps` are the generic
+/// addresses of the tensor maps of A, B and C built for them (`host/src/cuda/hopper.rs`; C's
+/// only outside accumulate mode, and then for C's dtype with boxes of 128 bytes × 64 rows);
+/// the block
 /// has `config::threads(BM)` threads and `config::SMEM_BYTES` of dynamic shared memory; with
 /// `CLUSTER` > 1 the grid is launched in clusters of `CLUSTER` blocks along x.
 #[inline(always)]
@@ -58,9 +60,9 @@ pub unsafe fn gemm<
     const CLUSTER: u32,
 >(
     p: &GemmParams,
-    map_a: u64,
-    map_b: u64,
+    maps: [u64; 3],
 ) {
+    let [map_a, map_b, map_c] = maps;
     const {
         assert!(
             BM >= config::WG_M || A_K,
@@ -95,27 +97,44 @@ pub unsafe fn gemm<
         }
     } else {
         setmaxnreg_inc::<CONSUMER_REGS>();
-        // The output width, decided once: each consumer's code is built for one (see
-        // `epilogue`). Whole consumer loops per width, not a branch in the epilogue: with
-        // the accumulators live across such a branch, ptxas spilled them.
-        let wide = !(p.out_mode == OUT_BF16 || p.out_mode == OUT_F16);
-        // SAFETY (both arms): forwarded contract; `wide` is the launch's.
+        // The epilogue, decided once: each consumer's code is built for one (see
+        // `epilogue`). Whole consumer loops per kind, not a branch in the epilogue: with the
+        // accumulators live across such a branch, ptxas spilled them.
+        // SAFETY (all arms): forwarded contract; the kind is the launch's output mode.
         unsafe {
-            if wide {
-                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, true>(p, &st, &walk, tid)
+            if p.out_mode == OUT_ACCUMULATE_F32 {
+                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::ACCUMULATE }>(
+                    p, &st, &walk, tid, map_c,
+                )
+            } else if p.out_mode == OUT_F32 {
+                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::COPY_F32 }>(
+                    p, &st, &walk, tid, map_c,
+                )
             } else {
-                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, false>(p, &st, &walk, tid)
+                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::COPY_16 }>(
+                    p, &st, &walk, tid, map_c,
+                )
             }
         }
     }
 }
 
+/// How a consumer stores its tiles (`epilogue`): a const parameter, so plain constants.
+mod store_kind {
+    /// bf16 or f16 overwrite, through the copy engine.
+    pub const COPY_16: u32 = 0;
+    /// f32 overwrite, through the copy engine.
+    pub const COPY_F32: u32 = 1;
+    /// f32 accumulate, pairs from registers.
+    pub const ACCUMULATE: u32 = 2;
+}
+
 /// A consumer warpgroup's whole life: for each tile of this block, the chain over K, then
-/// the store (f32 output when `WIDE`, else 16-bit).
+/// the store `STORE`.
 ///
 /// # Safety
 /// As for [`gemm`]; every thread of consumer warpgroup `tid / 128` (≥ 1) calls it together,
-/// and `WIDE` says whether `p.out_mode` is an f32 one.
+/// and `STORE` is the kind of `p.out_mode`; `map_c` as for [`gemm`].
 #[inline(always)]
 unsafe fn consume_tiles<
     E: WgmmaElement,
@@ -124,15 +143,17 @@ unsafe fn consume_tiles<
     const BN: u32,
     const BM: u32,
     const CLUSTER: u32,
-    const WIDE: bool,
+    const STORE: u32,
 >(
     p: &GemmParams,
     st: &Stages<BN, BM>,
     walk: &Walk<CLUSTER>,
     tid: u32,
+    map_c: u64,
 ) {
     let wg = tid / 128;
     let mut it = 0u32;
+    let mut issued = 0u32;
     let (mut tile, step) = walk.range();
     while tile < walk.count() {
         let t = walk.tile::<BM, BN>(tile);
@@ -159,8 +180,40 @@ unsafe fn consume_tiles<
                 )
             }
         };
-        // SAFETY: forwarded contract.
-        unsafe { epilogue::store::<BN, BM, WIDE>(p, &t, wg - 1, tid % 128, &acc) };
+        // A warpgroup past M has nothing to store.
+        if active {
+            let (wgi, wtid) = (wg - 1, tid % 128);
+            // SAFETY (all arms): forwarded contract; the warpgroup's barrier (1 + wgi) and
+            // epilogue pieces are its own.
+            unsafe {
+                match STORE {
+                    store_kind::ACCUMULATE => {
+                        epilogue::store::<BN, BM, true>(p, &t, wgi, wtid, &acc)
+                    }
+                    store_kind::COPY_F32 => epilogue::store_tma::<BN, BM, true>(
+                        p,
+                        &t,
+                        wgi,
+                        wtid,
+                        &acc,
+                        st.epilogue(wgi),
+                        map_c,
+                        &mut issued,
+                    ),
+                    _ => epilogue::store_tma::<BN, BM, false>(
+                        p,
+                        &t,
+                        wgi,
+                        wtid,
+                        &acc,
+                        st.epilogue(wgi),
+                        map_c,
+                        &mut issued,
+                    ),
+                }
+            }
+        }
         tile += step;
     }
+    epilogue::drain(tid % 128);
 }
