@@ -5,7 +5,8 @@
 //! it. Without them, the PTX vendored in `kernels-gpu/ptx/` is embedded instead (with a
 //! warning), so the crate builds on stable for its users; `tests/ptx_vendored.rs` fails when
 //! the vendored files differ from a fresh build. `SGEMM_BI_UPDATE_PTX=1` rewrites the
-//! vendored files from the fresh build.
+//! vendored files from the fresh build. Release builds with `SGEMM_BI_PTXAS` set also
+//! assemble the modules into machine code for compute capability 9.0 (see `cubins`).
 
 use std::env;
 use std::fs;
@@ -107,6 +108,60 @@ fn main() {
         "vendored"
     };
     println!("cargo:rustc-env=SGEMM_BI_PTX_SOURCE={source}");
+    cubins(&out);
+}
+
+/// Machine code for compute capability 9.0 (H100, H200), built from the PTX with ptxas so
+/// that the driver compiles nothing when an engine first loads the kernels (the sm_90a PTX
+/// is ~16 MB, over a minute of compiling on first use; docs/performance.md, "First use").
+/// Built in release builds when `SGEMM_BI_PTXAS` names a ptxas; otherwise the files are
+/// empty and the engine loads the PTX everywhere. Cubin, module, target.
+const CUBINS: [(&str, &str, &str); 2] = [
+    ("sm80.sm_90.cubin", "sm80", "sm_90"),
+    ("sm90a.cubin", "sm90a", "sm_90a"),
+];
+
+fn cubins(out: &Path) {
+    println!("cargo:rerun-if-env-changed=SGEMM_BI_PTXAS");
+    let ptxas = env::var("SGEMM_BI_PTXAS")
+        .ok()
+        .filter(|_| env::var("PROFILE").is_ok_and(|p| p == "release"));
+    let Some(ptxas) = ptxas else {
+        for (cubin, _, _) in CUBINS {
+            fs::write(out.join(cubin), []).unwrap();
+        }
+        return;
+    };
+    // Both at once: ptxas is single-threaded and the sm90a module takes about a minute.
+    let jobs: Vec<_> = CUBINS
+        .iter()
+        .map(|&(cubin, module, arch)| {
+            let (ptxas, ptx, dst) = (
+                ptxas.clone(),
+                out.join(format!("{module}.ptx")),
+                out.join(cubin),
+            );
+            std::thread::spawn(move || {
+                let status = Command::new(&ptxas)
+                    .arg(format!("-arch={arch}"))
+                    .arg("-O3")
+                    .arg(&ptx)
+                    .arg("-o")
+                    .arg(&dst)
+                    .status();
+                match status {
+                    Ok(s) if s.success() => {}
+                    other => panic!(
+                        "SGEMM_BI_PTXAS={ptxas}: assembling {} for {arch} failed: {other:?}",
+                        ptx.display()
+                    ),
+                }
+            })
+        })
+        .collect();
+    for job in jobs {
+        job.join().unwrap();
+    }
 }
 
 /// A command with the outer build's cargo and rustc settings removed: with them the child

@@ -96,3 +96,29 @@ fn every_module_assembles_for_sm80_and_sm90a_without_spills() {
         println!("{name} for {arch}: {entries} entry points assembled, no spills, no stack");
     }
 }
+
+/// Release builds with `SGEMM_BI_PTXAS` set embed both modules as machine code for compute
+/// capability 9.0 (ELF cubins, loaded instead of the PTX there); other builds embed none.
+#[test]
+fn machine_code_is_embedded_exactly_when_the_build_makes_it() {
+    let made = option_env!("SGEMM_BI_PTXAS").is_some() && !cfg!(debug_assertions);
+    for (name, image) in [
+        ("sm80 for sm_90", sgemm_bi::ptx::SM80_CUBIN_SM90),
+        ("sm90a", sgemm_bi::ptx::SM90A_CUBIN),
+    ] {
+        if made {
+            assert!(image.starts_with(b"\x7fELF"), "{name}: not an ELF cubin");
+            assert_eq!(
+                image.as_ptr() as usize % 64,
+                0,
+                "{name}: not 64-byte aligned"
+            );
+        } else {
+            assert!(
+                image.is_empty(),
+                "{name}: {} bytes of machine code",
+                image.len()
+            );
+        }
+    }
+}

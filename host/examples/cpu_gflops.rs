@@ -18,6 +18,8 @@ use sgemm_bi_host::{
 static NO_KERNELS: KernelImages = KernelImages {
     sm80: "",
     sm90a: "",
+    sm80_cubin_sm90: &[],
+    sm90a_cubin: &[],
 };
 
 /// Deterministic values in [-1, 1).

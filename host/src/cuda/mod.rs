@@ -22,7 +22,8 @@ use crate::error::{Error, Operand as Which, Result};
 use crate::types::{Gemm, GemmPointers, Stream, Tier};
 use crate::validate::Extents;
 
-/// PTX text of each module the engine may load (see `kernels-gpu/`).
+/// PTX text of each module the engine may load (see `kernels-gpu/`), and their machine code
+/// for compute capability 9.0 where the build made it.
 #[derive(Debug)]
 pub struct KernelImages {
     /// Kernels that need nothing newer than sm_80 (the scalar tier and the tensor-core
@@ -31,6 +32,11 @@ pub struct KernelImages {
     /// The tensor-core tier's Hopper path (wgmma + TMA), loaded on compute capability 9.0
     /// only (sm_90a code runs on no other GPU). Empty: not available.
     pub sm90a: &'static str,
+    /// `sm80` assembled for sm_90 (a cubin), loaded instead of the PTX on compute
+    /// capability 9.0 so that the driver compiles nothing there. Empty: load the PTX.
+    pub sm80_cubin_sm90: &'static [u8],
+    /// `sm90a` assembled for sm_90a (a cubin), as `sm80_cubin_sm90`.
+    pub sm90a_cubin: &'static [u8],
 }
 
 /// Which kernels the tensor-core tier may use. Not a tuning knob: the default lets the
@@ -90,6 +96,30 @@ impl Module {
             ctx: ctx.clone(),
             raw,
         })
+    }
+
+    /// Loads machine code for this device when there is some (`cubin`, on compute capability
+    /// 9.0 only) and the driver takes it, else compiles `ptx`. A cubin the driver refuses
+    /// (one from a newer ptxas than the driver knows) costs only the compile it was to save.
+    fn load_best(
+        ctx: &Arc<CudaContext>,
+        capability: (u32, u32),
+        cubin: &'static [u8],
+        ptx: &str,
+    ) -> Result<Self> {
+        if capability == (9, 0) && !cubin.is_empty() {
+            ctx.bind_to_thread()
+                .map_err(driver_error("cuCtxSetCurrent"))?;
+            // SAFETY: `cubin` is a whole ELF image in static memory; the driver reads it
+            // during the call only; the context is current on this thread.
+            if let Ok(raw) = unsafe { result::module::load_data(cubin.as_ptr().cast()) } {
+                return Ok(Module {
+                    ctx: ctx.clone(),
+                    raw,
+                });
+            }
+        }
+        Self::load(ctx, ptx)
     }
 
     fn function(&self, name: &str) -> Result<sys::CUfunction> {
@@ -167,7 +197,8 @@ impl Loaded {
             .map_err(driver_error("cuDeviceGetAttribute"))?
             != 0;
         let (sm80, scalar, tensor) = if capability >= (8, 0) {
-            let module = Module::load(&ctx, kernels.sm80)?;
+            let module =
+                Module::load_best(&ctx, capability, kernels.sm80_cubin_sm90, kernels.sm80)?;
             let get = |name: &str| module.function(name);
             let scalar = scalar::ScalarKernels::load(&get)?;
             let tensor = tensor::TensorKernels::load(&get)?;
@@ -179,7 +210,7 @@ impl Loaded {
             let sms = ctx
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .map_err(driver_error("cuDeviceGetAttribute"))?;
-            let module = Module::load(&ctx, kernels.sm90a)?;
+            let module = Module::load_best(&ctx, capability, kernels.sm90a_cubin, kernels.sm90a)?;
             let hopper = hopper::HopperKernels::load(&|name| module.function(name), sms as usize)?;
             (Some(module), Some(hopper))
         } else {
