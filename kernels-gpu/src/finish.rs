@@ -74,15 +74,6 @@ pub unsafe fn finish(p: &GemmParams, idx: usize, chain: f32, bias: Option<f32>) 
     }
 }
 
-/// Bytes of one element of C for output mode `mode`.
-#[inline(always)]
-pub const fn c_elem_bytes(mode: u32) -> u64 {
-    match mode {
-        OUT_BF16 | OUT_F16 => 2,
-        _ => 4,
-    }
-}
-
 /// Two adjacent finished 16-bit outputs, packed (`v[0]` in bits 0..16): bf16 when `bf16`,
 /// else f16. Element by element [`finish`]'s rounding: one round-to-nearest-even (both in
 /// one packed conversion), NaN as the canonical NaN (a select). `v` already holds the bias.
@@ -104,22 +95,6 @@ pub fn finished_16(v: [f32; 2], bf16: bool) -> u32 {
         packed & 0xFFFF_0000
     };
     lo | hi
-}
-
-/// Finishes the two adjacent elements of a 16-bit C at byte address `addr` ([`finished_16`]
-/// after the bias add) with one 4-byte store. No branch: for an epilogue that stores pairs.
-///
-/// # Safety
-/// Both elements are inside C's validated span, `addr` is 4-byte aligned, and the launch's
-/// output mode is bf16 (`bf16`) or f16.
-#[inline(always)]
-pub unsafe fn finish2_16(addr: u64, chain: [f32; 2], bias: Option<[f32; 2]>, bf16: bool) {
-    let v = match bias {
-        Some(b) => [chain[0] + b[0], chain[1] + b[1]],
-        None => chain,
-    };
-    // SAFETY: forwarded contract: 4-byte aligned, inside C.
-    unsafe { st_global_b32(addr, finished_16(v, bf16)) };
 }
 
 /// Finishes the two adjacent elements of an f32 C at byte address `addr`, adding them to

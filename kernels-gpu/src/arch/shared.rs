@@ -28,24 +28,6 @@ pub unsafe fn st_shared_f32(addr: u32, v: f32) {
     };
 }
 
-/// `st.shared.v2.f32`
-///
-/// # Safety
-/// `addr` is 8-byte aligned and the 8 bytes from it are inside the block's shared memory.
-#[inline(always)]
-pub unsafe fn st_shared_v2_f32(addr: u32, x: f32, y: f32) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        asm!(
-            "st.shared.v2.f32 [{a}], {{{x}, {y}}};",
-            a = in(reg32) addr,
-            x = in(reg32) x,
-            y = in(reg32) y,
-            options(nostack)
-        )
-    };
-}
-
 /// `ld.shared.v4.f32`
 ///
 /// # Safety

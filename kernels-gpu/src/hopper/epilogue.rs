@@ -11,7 +11,7 @@
 //!   one thread hands each piece to the copy engine. The consumers go on to the next tile
 //!   while the engine writes (two pieces in flight per warpgroup), and the engine clips the
 //!   rows and columns outside C, so any N is fine.
-//! - [`store`], for accumulate mode (the engine cannot do the read-add-write with our NaN
+//! - [`store_accumulate`], for accumulate mode (the engine cannot do the read-add-write with our NaN
 //!   rule): each pair is one 8-byte load and store straight from registers (the host sends
 //!   only a C that takes them: `host/src/cuda/hopper.rs`, `can_implement`).
 //!
@@ -28,25 +28,25 @@ use crate::arch::tma::{
     cp_async_bulk_commit_group, cp_async_bulk_tensor_3d_store, cp_async_bulk_wait_group_read,
     fence_proxy_async_shared_cta,
 };
-use crate::finish::{bias_at, finish2_16, finish2_32, finished_16, finished_f32};
+use crate::finish::{bias_at, finish2_32, finished_16, finished_f32};
 use crate::params::{GemmParams, BIAS_NONE, OUT_ACCUMULATE_F32, OUT_BF16};
 use crate::schedule::Tile;
 
-/// Finishes and stores consumer warpgroup `wg`'s (WG_M, BN) part of tile `t`: f32 output
-/// (overwrite or accumulate) when `WIDE`, else 16-bit (bf16 or f16). Thread `tid` (0..128 inside the warpgroup) holds `acc[4j + 2h + e]` = row
-/// `16 (tid / 32) + 8h + (tid % 32) / 4`, column `8j + 2 (tid % 4) + e` (`arch::wgmma`).
-/// With tiles of fewer than WG_M rows (`BM`), the rows past BM hold sums of other bytes of
-/// the stage (`config::BM_CHOICES`) and are not stored. The bias of a pair's columns is
-/// read once for its two rows.
+/// Finishes consumer warpgroup `wg`'s (WG_M, BN) part of tile `t` in accumulate mode: each
+/// pair is added to the f32 C it holds and stored back, straight from registers. Thread
+/// `tid` (0..128 inside the warpgroup) holds `acc[4j + 2h + e]` = row `16 (tid / 32) + 8h +
+/// (tid % 32) / 4`, column `8j + 2 (tid % 4) + e` (`arch::wgmma`). With tiles of fewer than
+/// WG_M rows (`BM`), the rows past BM hold sums of other bytes of the stage
+/// (`config::BM_CHOICES`) and are not stored. The bias of a pair's columns is read once for
+/// its two rows.
 ///
 /// # Safety
-/// Every thread of the warpgroup calls it together. `WIDE` is whether `p.out_mode` is an f32
-/// mode; N is even and
-/// C's address, leading dimension and batch stride are multiples of two elements (so every
-/// pair at an even column is aligned and inside N); C, and the bias when present, are valid
-/// for the spans the host validated.
+/// Every thread of the warpgroup calls it together. `p.out_mode` is accumulate; N is even
+/// and C's address, leading dimension and batch stride are multiples of two elements (so
+/// every pair at an even column is aligned and inside N); C, and the bias when present, are
+/// valid for the spans the host validated.
 #[inline(always)]
-pub unsafe fn store<const BN: u32, const BM: u32, const WIDE: bool>(
+pub unsafe fn store_accumulate<const BN: u32, const BM: u32>(
     p: &GemmParams,
     t: &Tile,
     wg: u32,
@@ -54,13 +54,8 @@ pub unsafe fn store<const BN: u32, const BM: u32, const WIDE: bool>(
     acc: &[f32; 128],
 ) {
     let (warp, lane) = (tid / 32, tid % 32);
-    let elem: u64 = if WIDE { 4 } else { 2 };
-    // The one choice left inside a width: accumulate or overwrite; bf16 or f16.
-    let flag = if WIDE {
-        p.out_mode == OUT_ACCUMULATE_F32
-    } else {
-        p.out_mode == OUT_BF16
-    };
+    let elem: u64 = 4;
+    let accumulate = p.out_mode == OUT_ACCUMULATE_F32;
     let col0 = t.n0 + ((lane % 4) * 2) as u64;
     // This thread's two rows (r0 and r0 + 8 of the warpgroup's 64): the byte address of
     // their first pair, and whether they are stored.
@@ -91,14 +86,7 @@ pub unsafe fn store<const BN: u32, const BM: u32, const WIDE: bool>(
                             let v = [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]];
                             // SAFETY: the pair (i, col), (i, col + 1) is inside C and
                             // aligned (forwarded contract).
-                            unsafe {
-                                let at = at + elem * 8 * j as u64;
-                                if WIDE {
-                                    finish2_32(at, v, bias, flag)
-                                } else {
-                                    finish2_16(at, v, bias, flag)
-                                }
-                            };
+                            unsafe { finish2_32(at + elem * 8 * j as u64, v, bias, accumulate) };
                         }
                     });
                 }
@@ -115,9 +103,10 @@ const WG_THREADS: u32 = 128;
 /// of 128 bytes (`EPILOGUE_PIECE_BYTES`), written to one of the warpgroup's two buffers at
 /// `pieces` in the 128B-swizzled layout of a box of C's map `map_c`. `issued` counts the
 /// pieces this warpgroup stored so far (it picks the buffer). Thread `tid`'s fragment as for
-/// [`store`]. Rows past M and columns past N are computed but clipped by the engine; with
-/// tiles of fewer than WG_M rows M ≤ BM (`host/src/cuda/hopper.rs`, `tile_m`), so the rows
-/// past BM are clipped too.
+/// [`store_accumulate`]. Rows past M and columns past N are computed but the engine clips
+/// them (it clips columns in 16-byte units, so the host sends only an N made of whole ones);
+/// with tiles of fewer than WG_M rows M ≤ BM (`host/src/cuda/hopper.rs`, `tile_m`), so the
+/// rows past BM are clipped too.
 ///
 /// # Safety
 /// Every thread of the warpgroup calls it together, with the same `issued`; named barrier

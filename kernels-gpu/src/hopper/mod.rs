@@ -188,7 +188,7 @@ unsafe fn consume_tiles<
             unsafe {
                 match STORE {
                     store_kind::ACCUMULATE => {
-                        epilogue::store::<BN, BM, true>(p, &t, wgi, wtid, &acc)
+                        epilogue::store_accumulate::<BN, BM>(p, &t, wgi, wtid, &acc)
                     }
                     store_kind::COPY_F32 => epilogue::store_tma::<BN, BM, true>(
                         p,
