@@ -642,6 +642,84 @@ fn a_captured_cuda_graph_replays_the_same_bits() {
     assert_eq!(first_difference(&direct, &replayed), None);
 }
 
+/// Calls queued back to back on one stream, each reading what the call before it wrote, or
+/// overwriting what it read, or accumulating into what it accumulated into, give the bits
+/// of the same calls run one at a time: the stream's order holds for every path's kernels,
+/// the copy engine's stores included (a kernel that let the next start early, as
+/// programmatic dependent launch does, would have to keep it).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn back_to_back_calls_see_each_others_writes() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0009);
+    const ROUNDS: usize = 6;
+    let (m, d) = (2048, 1024);
+    let layer = tensor(Gemm::dense(m, d, d, DType::BF16));
+    let accumulate = Gemm {
+        c: Output {
+            mode: OutputMode::AccumulateF32,
+            ldc: d,
+            batch_stride: 0,
+        },
+        ..layer
+    };
+    let x = DeviceBuf::upload(&HostBuf::random(DType::BF16, m * d, &mut rng));
+    let w: Vec<DeviceBuf> = (0..3)
+        .map(|_| DeviceBuf::upload(&HostBuf::random(DType::BF16, d * d, &mut rng)))
+        .collect();
+    let f0 = HostBuf::random(DType::F32, m * d, &mut rng);
+    let run = |one_at_a_time: bool| -> [HostBuf; 3] {
+        let y1 = DeviceBuf::upload(&HostBuf::poison(DType::BF16, m * d));
+        let y2 = DeviceBuf::upload(&HostBuf::poison(DType::BF16, m * d));
+        let f = DeviceBuf::upload(&f0);
+        let call = |g: &Gemm, a: &DeviceBuf, b: &DeviceBuf, c: &DeviceBuf| {
+            let ptrs = GemmPointers {
+                a: a.at(0),
+                b: b.at(0),
+                bias: std::ptr::null(),
+                c: c.at(0),
+            };
+            // SAFETY: every buffer holds m × d or d × d elements of the descriptor's dtypes
+            // and lives until the stream is synchronized below.
+            unsafe { gpu.gemm(g, ptrs, stream.handle()) }.expect("GPU gemm");
+            if one_at_a_time {
+                stream.sync();
+            }
+        };
+        for _ in 0..ROUNDS {
+            call(&layer, &x, &w[0], &y1); // overwrites y1, which the round before read
+            call(&layer, &y1, &w[1], &y2); // reads y1
+            call(&accumulate, &y2, &w[2], &f); // reads y2, accumulates into f
+            call(&layer, &x, &w[2], &y1); // overwrites y1, which the second call read
+            call(&accumulate, &y1, &w[1], &f); // reads the new y1, accumulates again
+        }
+        stream.sync();
+        let mut out = [
+            HostBuf::poison(DType::BF16, m * d),
+            HostBuf::poison(DType::BF16, m * d),
+            f0.clone(),
+        ];
+        for (buf, host) in [&y1, &y2, &f].into_iter().zip(out.iter_mut()) {
+            buf.download_into(host);
+        }
+        out
+    };
+    let serial = run(true);
+    let queued = run(false);
+    for (name, (s, q)) in ["y1", "y2", "f"]
+        .iter()
+        .zip(serial.iter().zip(queued.iter()))
+    {
+        if let Some((i, a, b)) = first_difference(s, q) {
+            panic!("{name}: first difference at {i}: one at a time {a:#x}, queued {b:#x}");
+        }
+    }
+    // The chain ran: nothing left poisoned, the accumulator moved.
+    assert!(!serial[1].bits().contains(&0xFFFF), "y2 written");
+    assert!(first_difference(&serial[2], &f0).is_some(), "f accumulated");
+}
+
 /// Values of one input distribution (the tc-h200 golden-vector families): 0 uniform; 1 wide
 /// exponents; 2 cancelling neighbours; 3 one in seven huge, the rest tiny; 4 products near or
 /// below the f32 subnormal range; 5 products near the f32 overflow (bf16) / large (f16).

@@ -5,7 +5,6 @@
 use crate::arch::convert::{
     cvt_f32_f16, cvt_rn_bf16_f32, cvt_rn_bf16x2_f32, cvt_rn_f16_f32, cvt_rn_f16x2_f32,
 };
-use crate::arch::global::{ld_global_v2_f32, st_global_b32, st_global_v2_b32};
 use crate::params::{
     GemmParams, BIAS_BF16, BIAS_F16, BIAS_F32, OUT_ACCUMULATE_F32, OUT_BF16, OUT_F16,
 };
@@ -97,27 +96,17 @@ pub fn finished_16(v: [f32; 2], bf16: bool) -> u32 {
     lo | hi
 }
 
-/// Finishes the two adjacent elements of an f32 C at byte address `addr`, adding them to
-/// what C holds when `accumulate`. Element by element the same arithmetic as [`finish`]:
-/// the bias add, the add into C, NaN as the canonical NaN (a select), then one 8-byte
-/// store.
-///
-/// # Safety
-/// Both elements are inside C's validated span, `addr` is 8-byte aligned, the launch's
-/// output mode is accumulate (`accumulate`) or f32, and no other thread touches the pair.
+/// The two adjacent f32 outputs of accumulate mode, from their chains, their bias and what
+/// C held (`old`, loaded by the caller, so that it can issue its loads ahead of the adds).
+/// Element by element the same arithmetic as [`finish`]: the bias add, the add into C, NaN
+/// as the canonical NaN (a select).
 #[inline(always)]
-pub unsafe fn finish2_32(addr: u64, chain: [f32; 2], bias: Option<[f32; 2]>, accumulate: bool) {
-    let mut v = match bias {
+pub fn accumulated2_32(chain: [f32; 2], bias: Option<[f32; 2]>, old: [f32; 2]) -> [u32; 2] {
+    let v = match bias {
         Some(b) => [chain[0] + b[0], chain[1] + b[1]],
         None => chain,
     };
-    if accumulate {
-        // SAFETY: forwarded contract: 8-byte aligned, inside C, this thread's alone.
-        let old = unsafe { ld_global_v2_f32(addr) };
-        v = [v[0] + old[0], v[1] + old[1]];
-    }
-    // SAFETY: forwarded contract: 8-byte aligned, inside C.
-    unsafe { st_global_v2_b32(addr, v.map(finished_f32)) };
+    [v[0] + old[0], v[1] + old[1]].map(finished_f32)
 }
 
 /// The bits of `v` as a finished f32 output: NaN as the canonical NaN.

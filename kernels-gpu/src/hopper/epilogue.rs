@@ -22,23 +22,45 @@
 //! no-epilogue speed at 4096³ (docs/perf-notes.md).
 
 use super::config::{EPILOGUE_PIECE_BYTES, WG_M};
+use crate::arch::global::{ld_global_v2_f32, st_global_v2_b32};
 use crate::arch::shared::{st_shared_b32, st_shared_v2_b32};
 use crate::arch::sync::bar_sync_named;
 use crate::arch::tma::{
     cp_async_bulk_commit_group, cp_async_bulk_tensor_3d_store, cp_async_bulk_wait_group_read,
     fence_proxy_async_shared_cta,
 };
-use crate::finish::{bias_at, finish2_32, finished_16, finished_f32};
-use crate::params::{GemmParams, BIAS_NONE, OUT_ACCUMULATE_F32, OUT_BF16};
+use crate::finish::{accumulated2_32, bias_at, finished_16, finished_f32};
+use crate::params::{GemmParams, BIAS_NONE, OUT_BF16};
 use crate::schedule::Tile;
 
+/// This thread's two rows of consumer warpgroup `wg`'s part of tile `t` in accumulate mode:
+/// the byte address of each row's first pair (column `t.n0 + 2 (tid % 4)`) and whether the
+/// row is stored. Thread `tid` (0..128 inside the warpgroup) holds `acc[4j + 2h + e]` = row
+/// `16 (tid / 32) + 8h + (tid % 32) / 4`, column `8j + 2 (tid % 4) + e` (`arch::wgmma`).
+/// With tiles of fewer than WG_M rows (`BM`), the rows past BM hold sums of other bytes of
+/// the stage (`config::BM_CHOICES`) and are not stored.
+#[inline(always)]
+fn accumulate_rows<const BM: u32>(p: &GemmParams, t: &Tile, wg: u32, tid: u32) -> [(u64, bool); 2] {
+    let (warp, lane) = (tid / 32, tid % 32);
+    let col0 = t.n0 + ((lane % 4) * 2) as u64;
+    let r0 = warp * 16 + lane / 4;
+    [0u32, 8].map(|dr| {
+        let r = r0 + dr;
+        let i = t.m0 + (wg * WG_M + r) as u64;
+        let at = p.c + F32_BYTES * (t.batch * p.batch_stride_c + i * p.ldc + col0);
+        (at, i < p.m && (BM >= WG_M || r < BM))
+    })
+}
+
+const F32_BYTES: u64 = 4;
+
 /// Finishes consumer warpgroup `wg`'s (WG_M, BN) part of tile `t` in accumulate mode: each
-/// pair is added to the f32 C it holds and stored back, straight from registers. Thread
-/// `tid` (0..128 inside the warpgroup) holds `acc[4j + 2h + e]` = row `16 (tid / 32) + 8h +
-/// (tid % 32) / 4`, column `8j + 2 (tid % 4) + e` (`arch::wgmma`). With tiles of fewer than
-/// WG_M rows (`BM`), the rows past BM hold sums of other bytes of the stage
-/// (`config::BM_CHOICES`) and are not stored. The bias of a pair's columns is read once for
-/// its two rows.
+/// pair is added to the f32 C it holds and stored back, straight from registers
+/// ([`accumulate_rows`] says which). The pairs go in groups of four n8 blocks: the loads of
+/// group q + 1 are issued before group q is added and stored, so a load's latency is paid
+/// about once per group, not once per pair (as when each pair's load waited before its
+/// store: ~16 µs per tile at K = 4096, docs/perf-notes.md). The bias of a pair's columns is
+/// read once for its two rows.
 ///
 /// # Safety
 /// Every thread of the warpgroup calls it together. `p.out_mode` is accumulate; N is even
@@ -53,25 +75,38 @@ pub unsafe fn store_accumulate<const BN: u32, const BM: u32>(
     tid: u32,
     acc: &[f32; 128],
 ) {
-    let (warp, lane) = (tid / 32, tid % 32);
-    let elem: u64 = 4;
-    let accumulate = p.out_mode == OUT_ACCUMULATE_F32;
-    let col0 = t.n0 + ((lane % 4) * 2) as u64;
-    // This thread's two rows (r0 and r0 + 8 of the warpgroup's 64): the byte address of
-    // their first pair, and whether they are stored.
-    let r0 = warp * 16 + lane / 4;
-    let rows = [0u32, 8].map(|dr| {
-        let r = r0 + dr;
-        let i = t.m0 + (wg * WG_M + r) as u64;
-        let at = p.c + elem * (t.batch * p.batch_stride_c + i * p.ldc + col0);
-        (at, i < p.m && (BM >= WG_M || r < BM))
-    });
+    const GROUP_BLOCKS: usize = 4;
+    let groups = (BN / 32) as usize;
+    let col0 = t.n0 + ((tid % 4) * 2) as u64;
+    let rows = accumulate_rows::<BM>(p, t, wg, tid);
     let has_bias = p.bias_dtype != BIAS_NONE;
-    // n8 block j = 4 q + jl.
+    // C's pairs of group q: [2 jl + h] is block 4q + jl, row h (zeros where not stored).
+    let load_group = |q: usize| -> [[f32; 2]; 2 * GROUP_BLOCKS] {
+        // SAFETY: all-zero bits are +0.0 (not a repeat expression: see `mainloop::consume`).
+        let mut old: [[f32; 2]; 2 * GROUP_BLOCKS] = unsafe { core::mem::zeroed() };
+        unroll4!(jl => {
+            let j = GROUP_BLOCKS * q + jl;
+            if col0 + ((8 * j) as u64) < p.n {
+                unroll2!(h => {
+                    let (at, stored) = rows[h];
+                    if stored {
+                        // SAFETY: the pair is inside C and aligned (forwarded contract).
+                        old[2 * jl + h] = unsafe { ld_global_v2_f32(at + F32_BYTES * 8 * j as u64) };
+                    }
+                });
+            }
+        });
+        old
+    };
+    let mut ahead = load_group(0);
     unroll8!(q => {
-        if q < (BN / 32) as usize {
+        if q < groups {
+            let old = ahead;
+            if q + 1 < groups {
+                ahead = load_group(q + 1);
+            }
             unroll4!(jl => {
-                let j = 4 * q + jl;
+                let j = GROUP_BLOCKS * q + jl;
                 let col = col0 + 8 * j as u64;
                 if col < p.n {
                     let bias = if has_bias {
@@ -84,9 +119,9 @@ pub unsafe fn store_accumulate<const BN: u32, const BM: u32>(
                         let (at, stored) = rows[h];
                         if stored {
                             let v = [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]];
-                            // SAFETY: the pair (i, col), (i, col + 1) is inside C and
-                            // aligned (forwarded contract).
-                            unsafe { finish2_32(at + elem * 8 * j as u64, v, bias, accumulate) };
+                            let out = accumulated2_32(v, bias, old[2 * jl + h]);
+                            // SAFETY: the pair is inside C and aligned (forwarded contract).
+                            unsafe { st_global_v2_b32(at + F32_BYTES * 8 * j as u64, out) };
                         }
                     });
                 }
@@ -165,8 +200,9 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const WIDE: bool>(
                     let j = pc * per_piece + jl;
                     let col = col0 + 8 * j as u64;
                     let bias = if has_bias && col < p.n {
-                        // SAFETY: col < N; col + 1 is read only when < N.
-                        Some(unsafe { [bias_at(p, col), if col + 1 < p.n { bias_at(p, col + 1) } else { 0.0 }] })
+                        // SAFETY: col + 1 < N: col is even and N a whole number of 16-byte
+                        // units, so even (`host/src/cuda/hopper.rs`, `can_implement`).
+                        Some(unsafe { [bias_at(p, col), bias_at(p, col + 1)] })
                     } else {
                         None
                     };
