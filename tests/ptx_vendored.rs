@@ -122,3 +122,30 @@ fn machine_code_is_embedded_exactly_when_the_build_makes_it() {
         }
     }
 }
+
+/// Each Hopper entry point has its prologue's block barrier once (`barrier.cluster.arrive`
+/// in the clustered ones, `bar.sync 0` in the others). Those barriers are `.aligned`: every
+/// thread of a warp must reach the same instruction. LLVM does not know that (inline asm is
+/// not convergent to it) and may copy a barrier into both arms of a branch on the thread
+/// index — it did once, around a `tid == 0` test after the barrier, and the kernels hung on
+/// the H200 (docs/perf-notes.md, version 7). A second copy in one entry point is that.
+#[test]
+fn the_hopper_prologue_barrier_is_not_duplicated() {
+    let ptx = sgemm_bi::ptx::SM90A;
+    let mut entries = 0;
+    for body in ptx.split(".entry ").skip(1) {
+        let name = body.split('(').next().unwrap_or("").trim();
+        let body = body.split("\n}\n").next().unwrap_or(body);
+        let (barrier, count) = if name.ends_with("_x2") {
+            (
+                "barrier.cluster.arrive",
+                body.matches("barrier.cluster.arrive").count(),
+            )
+        } else {
+            ("bar.sync 0;", body.matches("bar.sync 0;").count())
+        };
+        assert_eq!(count, 1, "{name}: `{barrier}` {count} times");
+        entries += 1;
+    }
+    assert_eq!(entries, 52, "Hopper entry points");
+}

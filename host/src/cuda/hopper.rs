@@ -289,6 +289,9 @@ pub(crate) struct HopperKernels {
     clustered: [[sys::CUfunction; 4]; 2],
     narrow: [[[sys::CUfunction; BM_CHOICES.len() - 1]; 4]; 2],
     sms: usize,
+    /// Launch with programmatic stream serialization (see `launch`); off with
+    /// `SGEMM_BI_DEPENDENT_LAUNCH=0`.
+    dependent_launch: bool,
 }
 
 /// Whether an entry point is built for (bm, NARROW_BN) tiles with A of `a_layout`.
@@ -341,6 +344,7 @@ impl HopperKernels {
             clustered,
             narrow,
             sms: sms.max(1),
+            dependent_launch: !std::env::var("SGEMM_BI_DEPENDENT_LAUNCH").is_ok_and(|v| v == "0"),
         })
     }
 
@@ -414,13 +418,20 @@ impl HopperKernels {
         };
         debug_assert!(!function.is_null(), "tile_m picks only built tiles");
         let mut args = [&mut params as *mut HopperParams as *mut std::ffi::c_void];
-        // SAFETY: `value` is a plain-data union; the cluster-dimension member is the one the
-        // attribute id below names.
-        let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attribute.value.clusterDim.x = cluster;
-        attribute.value.clusterDim.y = 1;
-        attribute.value.clusterDim.z = 1;
+        // SAFETY: `value` is a plain-data union; each attribute sets the member its id names.
+        let mut attributes: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
+        attributes[0].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attributes[0].value.clusterDim.x = cluster;
+        attributes[0].value.clusterDim.y = 1;
+        attributes[0].value.clusterDim.z = 1;
+        // Programmatic dependent launch: the kernel's blocks may start (barriers, cluster
+        // setup) while the previous kernel's last blocks finish; every Hopper kernel waits for
+        // that kernel's completion (`griddepcontrol.wait`) before it touches global memory,
+        // so the stream's order of memory effects is the plain one.
+        attributes[1].id =
+            sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attributes[1].value.programmaticStreamSerializationAllowed = 1;
+        let attribute_count = if self.dependent_launch { 2 } else { 1 };
         let config = sys::CUlaunchConfig {
             gridDimX: grid,
             gridDimY: 1,
@@ -430,8 +441,8 @@ impl HopperKernels {
             blockDimZ: 1,
             sharedMemBytes: SMEM_BYTES,
             hStream: stream,
-            attrs: &mut attribute,
-            numAttrs: 1,
+            attrs: attributes.as_mut_ptr(),
+            numAttrs: attribute_count,
         };
         // SAFETY: the function takes exactly one HopperParams by value (shared definition);
         // block size and shared memory are the ones it is built for (limit raised at load);

@@ -34,3 +34,23 @@ pub fn setmaxnreg_inc<const N: u32>() {
     // SAFETY: as for `setmaxnreg_dec`.
     unsafe { asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack)) };
 }
+
+/// `griddepcontrol.wait`: waits until the grids this one depends on (the previous kernel in
+/// the stream, when this one was launched with programmatic stream serialization) have
+/// completed and their memory operations are visible. Returns at once when the launch has
+/// no such dependency.
+#[inline(always)]
+pub fn griddepcontrol_wait() {
+    // SAFETY: touches no memory of its own; only orders this thread after the prerequisites.
+    unsafe { asm!("griddepcontrol.wait;", options(nostack)) };
+}
+
+/// `griddepcontrol.launch_dependents`: lets the next kernel in the stream, when it was
+/// launched with programmatic stream serialization, be scheduled once every block of this
+/// grid has issued it (or exited). The first issue in a block counts; later ones do nothing.
+/// Memory is not ordered by it: the dependent waits with [`griddepcontrol_wait`].
+#[inline(always)]
+pub fn griddepcontrol_launch_dependents() {
+    // SAFETY: a scheduling hint; touches no memory.
+    unsafe { asm!("griddepcontrol.launch_dependents;", options(nostack)) };
+}
