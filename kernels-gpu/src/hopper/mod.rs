@@ -89,12 +89,13 @@ pub unsafe fn gemm<
     // the previous kernel's last blocks; nothing past here touches global memory before that
     // kernel is complete and its writes visible, so reading A, B and C and writing C are
     // ordered after it as in a plain launch. The next kernel may be scheduled at once: its
-    // blocks take SMs only as this grid's blocks leave them (one block fills an SM's shared
-    // memory), and each waits here in turn. Every thread issues both, with no branch: a
-    // `tid == 0` test here let LLVM thread the one before the barrier through it, and the
-    // barrier (`.aligned`: a warp's threads must reach the same instruction) was duplicated
-    // into two divergent paths of warp 0 — the kernels hung (docs/perf-notes.md, version 7).
-    // Repeated `launch_dependents` in a block do nothing more than the first.
+    // blocks take the SMs this grid leaves idle or frees (one block fills an SM's shared
+    // memory, so they never share one), and each waits here in turn. Every thread issues
+    // both, with no branch: a `tid == 0` test here let LLVM thread the one before the barrier
+    // through it, and the barrier (`.aligned`: a warp's threads must reach the same
+    // instruction) was duplicated into two divergent paths of warp 0 — the kernels hung
+    // (docs/perf-notes.md, version 7). Repeated `launch_dependents` in a block do nothing
+    // more than the first.
     griddepcontrol_wait();
     griddepcontrol_launch_dependents();
     // SAFETY: `rank` is this block's rank in its cluster (forwarded launch contract).
