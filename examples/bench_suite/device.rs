@@ -241,29 +241,53 @@ impl Timer {
         }
     }
 
-    /// Median milliseconds per call of `call` (which enqueues call number `i` on the stream)
-    /// over `samples` timed samples, after warm-up. A sample is `inner` back-to-back calls,
-    /// `inner` chosen so that it lasts at least [`SAMPLE_MS`].
-    pub fn time(&self, samples: usize, mut call: impl FnMut(usize)) -> Timing {
-        let mut i = 0;
-        let mut run = |count: usize| {
+    /// Median milliseconds per call of each of `calls` (each enqueues its call number `i` on
+    /// the stream) over `samples` timed samples, after warm-up. A sample is `inner`
+    /// back-to-back calls of one contender, `inner` chosen so that it lasts at least
+    /// [`SAMPLE_MS`]. The contenders' samples are interleaved (sample s runs every
+    /// contender once, starting from contender s mod n), so that clock and temperature
+    /// drift during a case, or left by the case before, weighs on all of them alike
+    /// instead of on whichever ran first.
+    pub fn time_together(
+        &self,
+        samples: usize,
+        calls: &mut [&mut dyn FnMut(usize)],
+    ) -> Vec<Timing> {
+        let n = calls.len();
+        let mut next = vec![0usize; n];
+        let mut run = |who: usize, count: usize, calls: &mut [&mut dyn FnMut(usize)]| {
             for _ in 0..count {
-                call(i);
-                i += 1;
+                (calls[who])(next[who]);
+                next[who] += 1;
             }
         };
-        run(3);
-        let once = self.elapsed(|| run(1)).max(1e-4);
-        run(((WARM_MS / once) as usize).min(20_000));
-        let inner = ((SAMPLE_MS / once).ceil() as usize).clamp(1, 2_000);
-        let mut times: Vec<f64> = (0..samples.max(1))
-            .map(|_| self.elapsed(|| run(inner)) / inner as f64)
+        let inner: Vec<usize> = (0..n)
+            .map(|who| {
+                run(who, 3, calls);
+                let once = self.elapsed(|| run(who, 1, calls)).max(1e-4);
+                run(who, ((WARM_MS / once) as usize).min(20_000), calls);
+                ((SAMPLE_MS / once).ceil() as usize).clamp(1, 2_000)
+            })
             .collect();
-        times.sort_by(|a, b| a.total_cmp(b));
-        Timing {
-            ms: times[times.len() / 2],
-            inner,
+        let mut times = vec![Vec::with_capacity(samples.max(1)); n];
+        for s in 0..samples.max(1) {
+            for j in 0..n {
+                let who = (s + j) % n;
+                let t = self.elapsed(|| run(who, inner[who], calls));
+                times[who].push(t / inner[who] as f64);
+            }
         }
+        times
+            .into_iter()
+            .zip(inner)
+            .map(|(mut t, inner)| {
+                t.sort_by(|a, b| a.total_cmp(b));
+                Timing {
+                    ms: t[t.len() / 2],
+                    inner,
+                }
+            })
+            .collect()
     }
 }
 

@@ -26,8 +26,9 @@
 //!
 //! Method: each case rotates through enough disjoint buffer sets (A, B, C) to span 256 MiB,
 //! so every call reads its operands from HBM, not from the L2 the previous call warmed; ours
-//! and both cuBLAS settings run the same buffer sequence. Warm-up of at least 25 ms, then
-//! the median over `--reps` samples of the time per call between CUDA events. The full
+//! and both cuBLAS settings run the same buffer sequence. Warm-up of at least 25 ms each,
+//! then the median over `--reps` samples of the time per call between CUDA events, the
+//! three contenders' samples interleaved so that clock drift weighs on all of them alike. The full
 //! suite should take well under a minute on an H200 (estimated from cuBLAS's speed: about
 //! 10 s of timed GEMMs, plus the PTX JIT, 2 GiB of uploads and the warm-ups).
 
@@ -41,7 +42,6 @@ mod cases;
 mod device;
 mod report;
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 
 use cudarc::driver::result;
@@ -204,15 +204,17 @@ fn main() {
     );
 
     let started = std::time::Instant::now();
-    // The scalar tier's bf16 and f32 rows share one SGEMM measurement per shape.
-    let mut measured: HashMap<String, (Timing, Option<Timing>)> = HashMap::new();
     let mut rows = Vec::new();
     for (index, case) in cases.iter().enumerate() {
         let g = case.gemm();
         let ours_bufs = arenas.buffers(g.a.dtype, sizes(&RowMajorGemm::from_gemm(&g)));
-        // SAFETY: every buffer set holds A, B and C as `g` describes them (Sizes), inside an
-        // arena alive until the end of main; the stream belongs to the engine's context.
-        let ours = timer.time(args.reps, |i| unsafe {
+        let r = reference(case);
+        let bufs = arenas.buffers(r.input, sizes(&r));
+        let scalar = case.group == Group::Scalar;
+        // SAFETY (every unsafe block below): each buffer set holds A, B and C as its GEMM
+        // describes them (Sizes: `g` for ours, `r` for cuBLAS), inside an arena alive until
+        // the end of main; the stream belongs to the engine's context.
+        let mut ours = |i: usize| unsafe {
             let (a, b, c) = ours_bufs.at(i);
             let p = GemmPointers {
                 a: a as *const c_void,
@@ -223,39 +225,35 @@ fn main() {
             engine
                 .gemm(&g, p, Stream(stream as *mut c_void))
                 .unwrap_or_else(|e| panic!("{}: {e}", case.id()))
+        };
+        let mut cublas = |i: usize| unsafe {
+            let (a, b, c) = bufs.at(i);
+            if scalar {
+                blas.sgemm(r.m, r.n, r.k, a, b, c)
+            } else {
+                blas.gemm_ex(&r, a, b, c)
+            }
+        };
+        // A plan whose first run cuBLASLt refuses counts as no plan.
+        let plan = lt.as_ref().and_then(|lt| lt.plan(&r)).filter(|plan| {
+            let (a, b, c) = bufs.at(0);
+            let status = unsafe { plan.run(a, b, c, stream as *mut c_void) };
+            status
+                .map_err(|s| eprintln!("{}: cublasLtMatmul status {s}", case.id()))
+                .is_ok()
         });
-        let r = reference(case);
-        let (cublas_t, lt_t) = *measured.entry(format!("{r:?}")).or_insert_with(|| {
-            let bufs = arenas.buffers(r.input, sizes(&r));
-            let scalar = case.group == Group::Scalar;
-            // SAFETY: as above, with the buffer sets sized for `r`.
-            let cublas_t = timer.time(args.reps, |i| unsafe {
-                let (a, b, c) = bufs.at(i);
-                if scalar {
-                    blas.sgemm(r.m, r.n, r.k, a, b, c)
-                } else {
-                    blas.gemm_ex(&r, a, b, c)
-                }
-            });
-            // A plan whose first run cuBLASLt refuses counts as no plan.
-            let plan = lt.as_ref().and_then(|lt| lt.plan(&r)).filter(|plan| {
-                let (a, b, c) = bufs.at(0);
-                // SAFETY: as above.
-                let status = unsafe { plan.run(a, b, c, stream as *mut c_void) };
-                status
-                    .map_err(|s| eprintln!("{}: cublasLtMatmul status {s}", case.id()))
-                    .is_ok()
-            });
-            // SAFETY: as above.
-            let lt_t = plan.map(|plan| {
-                timer.time(args.reps, |i| unsafe {
-                    let (a, b, c) = bufs.at(i);
-                    plan.run(a, b, c, stream as *mut c_void)
-                        .unwrap_or_else(|s| panic!("cublasLtMatmul status {s}"))
-                })
-            });
-            (cublas_t, lt_t)
-        });
+        let mut lt_call = |i: usize| {
+            let (a, b, c) = bufs.at(i);
+            let plan = plan.as_ref().expect("timed only with a plan");
+            unsafe { plan.run(a, b, c, stream as *mut c_void) }
+                .unwrap_or_else(|s| panic!("cublasLtMatmul status {s}"))
+        };
+        let timings = if plan.is_some() {
+            timer.time_together(args.reps, &mut [&mut ours, &mut cublas, &mut lt_call])
+        } else {
+            timer.time_together(args.reps, &mut [&mut ours, &mut cublas])
+        };
+        let (ours, cublas_t, lt_t) = (timings[0], timings[1], timings.get(2).copied());
         let row = Row {
             case: *case,
             ours,
