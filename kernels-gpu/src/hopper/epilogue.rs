@@ -75,11 +75,34 @@ pub unsafe fn store_accumulate<const BN: u32, const BM: u32>(
     tid: u32,
     acc: &[f32; 128],
 ) {
+    // A uniform branch, so that the common case carries no bias code (as in `store_tma`).
+    // SAFETY (both arms): forwarded contract.
+    unsafe {
+        if p.bias_dtype != BIAS_NONE {
+            store_accumulate_with::<BN, BM, true>(p, t, wg, tid, acc)
+        } else {
+            store_accumulate_with::<BN, BM, false>(p, t, wg, tid, acc)
+        }
+    }
+}
+
+/// [`store_accumulate`] with the bias added when `HAS_BIAS`.
+///
+/// # Safety
+/// As for [`store_accumulate`]; `HAS_BIAS` says whether the launch has a bias.
+#[inline(always)]
+unsafe fn store_accumulate_with<const BN: u32, const BM: u32, const HAS_BIAS: bool>(
+    p: &GemmParams,
+    t: &Tile,
+    wg: u32,
+    tid: u32,
+    acc: &[f32; 128],
+) {
     const GROUP_BLOCKS: usize = 4;
     let groups = (BN / 32) as usize;
     let col0 = t.n0 + ((tid % 4) * 2) as u64;
     let rows = accumulate_rows::<BM>(p, t, wg, tid);
-    let has_bias = p.bias_dtype != BIAS_NONE;
+    let has_bias = HAS_BIAS;
     // C's pairs of group q: [2 jl + h] is block 4q + jl, row h (zeros where not stored).
     let load_group = |q: usize| -> [[f32; 2]; 2 * GROUP_BLOCKS] {
         // SAFETY: all-zero bits are +0.0 (not a repeat expression: see `mainloop::consume`).
@@ -171,7 +194,6 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const WIDE: bool>(
         }
     }
     let per_piece = blocks_per_piece(WIDE);
-    let elem: u32 = if WIDE { 4 } else { 2 };
     let bf16 = p.out_mode == OUT_BF16;
     let (warp, lane) = (tid / 32, tid % 32);
     let leader = tid == 0;
@@ -195,39 +217,20 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const WIDE: bool>(
                 cp_async_bulk_wait_group_read::<1>();
             }
             bar_sync_named::<WG_THREADS>(barrier);
-            unroll8!(jl => {
-                if jl < per_piece {
-                    let j = pc * per_piece + jl;
-                    let col = col0 + 8 * j as u64;
-                    let bias = if has_bias && col < p.n {
-                        // SAFETY: col + 1 < N: col is even and N a whole number of 16-byte
-                        // units, so even (`host/src/cuda/hopper.rs`, `can_implement`).
-                        Some(unsafe { [bias_at(p, col), bias_at(p, col + 1)] })
-                    } else {
-                        None
-                    };
-                    // Byte of the pair inside its 128-byte row: chunk jl (16 bytes = 8
-                    // columns of 16 bits) for 16-bit C; chunk jl * 2 + (lane % 4) / 2 for f32.
-                    let byte = (jl as u32 * 8 + (lane % 4) * 2) * elem;
-                    let (chunk, within) = (byte / 16, byte % 16);
-                    unroll2!(h => {
-                        let r = r0 + 8 * h as u32;
-                        let at = buf + r * 128 + ((chunk ^ (r % 8)) * 16) + within;
-                        let mut v = [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]];
-                        if let Some(b) = bias {
-                            v = [v[0] + b[0], v[1] + b[1]];
-                        }
-                        // SAFETY: inside this warpgroup's buffer, aligned to the access.
-                        unsafe {
-                            if WIDE {
-                                st_shared_v2_b32(at, v.map(finished_f32));
-                            } else {
-                                st_shared_b32(at, finished_16(v, bf16));
-                            }
-                        }
-                    });
+            // A uniform branch (the bias is the launch's), so that the pairs of the common
+            // case carry no bias code at all: with the test per pair, the bias's branches,
+            // adds and selects took a 16-bit piece of 128 columns from ~200 SASS
+            // instructions to ~600 (docs/perf-notes.md, version 8). No barrier inside
+            // either arm (tests/ptx_vendored.rs counts them).
+            let piece = PieceWriter { p, acc, buf, r0, col0, lane, bf16 };
+            // SAFETY (both arms): forwarded contract.
+            unsafe {
+                if has_bias {
+                    piece.write::<WIDE, true>(pc, per_piece)
+                } else {
+                    piece.write::<WIDE, false>(pc, per_piece)
                 }
-            });
+            }
             // The piece is written: make it visible to the copy engine, then store it.
             fence_proxy_async_shared_cta();
             bar_sync_named::<WG_THREADS>(barrier);
@@ -240,6 +243,66 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const WIDE: bool>(
             *issued += 1;
         }
     });
+}
+
+/// What one thread writes of one piece of [`store_tma`]: its pairs of the piece's n8 blocks,
+/// finished, into the piece's buffer.
+struct PieceWriter<'a> {
+    p: &'a GemmParams,
+    acc: &'a [f32; 128],
+    /// The piece's buffer (128B-swizzled box of C's map).
+    buf: u32,
+    /// This thread's first row in the piece (the second is 8 below).
+    r0: u32,
+    /// Column of this thread's first pair in the tile's first n8 block.
+    col0: u64,
+    lane: u32,
+    bf16: bool,
+}
+
+impl PieceWriter<'_> {
+    /// Writes piece `pc` (n8 blocks `pc · per_piece` onwards): f32 when `WIDE`, else 16-bit
+    /// (bf16 when `self.bf16`), the bias added when `HAS_BIAS`.
+    ///
+    /// # Safety
+    /// As for [`store_tma`]; `HAS_BIAS` says whether the launch has a bias.
+    #[inline(always)]
+    unsafe fn write<const WIDE: bool, const HAS_BIAS: bool>(&self, pc: usize, per_piece: usize) {
+        let elem: u32 = if WIDE { 4 } else { 2 };
+        unroll8!(jl => {
+            if jl < per_piece {
+                let j = pc * per_piece + jl;
+                let col = self.col0 + 8 * j as u64;
+                let bias = if HAS_BIAS && col < self.p.n {
+                    // SAFETY: col + 1 < N: col is even and N a whole number of 16-byte units,
+                    // so even (`host/src/cuda/hopper.rs`, `can_implement`).
+                    Some(unsafe { [bias_at(self.p, col), bias_at(self.p, col + 1)] })
+                } else {
+                    None
+                };
+                // Byte of the pair inside its 128-byte row: chunk jl (16 bytes = 8 columns of
+                // 16 bits) for 16-bit C; chunk jl * 2 + (lane % 4) / 2 for f32.
+                let byte = (jl as u32 * 8 + (self.lane % 4) * 2) * elem;
+                let (chunk, within) = (byte / 16, byte % 16);
+                unroll2!(h => {
+                    let r = self.r0 + 8 * h as u32;
+                    let at = self.buf + r * 128 + ((chunk ^ (r % 8)) * 16) + within;
+                    let mut v = [self.acc[4 * j + 2 * h], self.acc[4 * j + 2 * h + 1]];
+                    if let Some(b) = bias {
+                        v = [v[0] + b[0], v[1] + b[1]];
+                    }
+                    // SAFETY: inside this warpgroup's buffer, aligned to the access.
+                    unsafe {
+                        if WIDE {
+                            st_shared_v2_b32(at, v.map(finished_f32));
+                        } else {
+                            st_shared_b32(at, finished_16(v, self.bf16));
+                        }
+                    }
+                });
+            }
+        });
+    }
 }
 
 /// Waits until the copy engine has read every piece thread `tid` of its warpgroup handed it
