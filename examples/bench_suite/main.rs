@@ -298,8 +298,9 @@ fn main() {
         (
             "method",
             format!(
-                "median of {} samples per call after warm-up, CUDA events, buffers rotated \
-                 over ≥ 256 MiB, random data in [-0.5, 0.5)",
+                "median of {} samples per call after warm-up, ours and both cuBLAS settings \
+                 interleaved sample by sample, CUDA events, buffers rotated over ≥ 256 MiB, \
+                 random data in [-0.5, 0.5)",
                 args.reps
             ),
         ),
