@@ -102,7 +102,6 @@ unsafe fn store_accumulate_with<const BN: u32, const BM: u32, const HAS_BIAS: bo
     let groups = (BN / 32) as usize;
     let col0 = t.n0 + ((tid % 4) * 2) as u64;
     let rows = accumulate_rows::<BM>(p, t, wg, tid);
-    let has_bias = HAS_BIAS;
     // C's pairs of group q: [2 jl + h] is block 4q + jl, row h (zeros where not stored).
     let load_group = |q: usize| -> [[f32; 2]; 2 * GROUP_BLOCKS] {
         // SAFETY: all-zero bits are +0.0 (not a repeat expression: see `mainloop::consume`).
@@ -132,7 +131,7 @@ unsafe fn store_accumulate_with<const BN: u32, const BM: u32, const HAS_BIAS: bo
                 let j = GROUP_BLOCKS * q + jl;
                 let col = col0 + 8 * j as u64;
                 if col < p.n {
-                    let bias = if has_bias {
+                    let bias = if HAS_BIAS {
                         // SAFETY: col + 1 < N (N even, col even).
                         Some(unsafe { [bias_at(p, col), bias_at(p, col + 1)] })
                     } else {
