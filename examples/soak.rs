@@ -414,8 +414,9 @@ const SWEEP_TC_SHAPES: [(usize, usize, usize, usize); 8] = [
 /// `SWEEP_TC_SHAPES`, the mma.sync entries with the element-wise loaders
 /// (`sgemm_bi_tc_*_unaligned`) through A one element off its 16-byte alignment, those with
 /// the 16-byte loaders (`sgemm_bi_tc_*`) through K = 0 (which the Hopper path leaves to them;
-/// their main loop runs only under `SGEMM_BI_FORCE_TC_PATH=portable`), and the twelve scalar
-/// entries. Every output mode and bias kind occurs; one call more is a batch of two.
+/// their main loop runs only under `SGEMM_BI_FORCE_TC_PATH=portable`), and the twenty-four
+/// scalar entries (both tile widths). Every output mode and bias kind occurs; one call more
+/// is a batch of two.
 fn kernel_sweep(tiers: &[Tier]) -> Vec<Choice> {
     const LAYOUT_PAIRS: [(Layout, Layout); 4] = [
         (Layout::RowMajor, Layout::RowMajor),
@@ -461,10 +462,14 @@ fn kernel_sweep(tiers: &[Tier]) -> Vec<Choice> {
     if tiers.contains(&Tier::Scalar) {
         for dtype in [DType::F32, DType::BF16, DType::F16] {
             for layouts in LAYOUT_PAIRS {
+                // 128 × 64 tiles, element-wise loads (odd leading dimensions).
                 sweep.push(Choice {
                     lds: (Pad::By(1), Pad::By(3)),
                     ..aligned(Tier::Scalar, dtype, (130, 70, 90, 1), layouts)
                 });
+                // 128 × 128 tiles (264 of them: one full wave of an H200, where 128 × 64
+                // tiles would take two), vector loads.
+                sweep.push(aligned(Tier::Scalar, dtype, (1536, 2816, 9, 1), layouts));
             }
         }
     }

@@ -162,6 +162,64 @@ fn the_training_triad_matches_cpu_for_both_weight_layouts() {
     }
 }
 
+/// Both tile widths of the scalar kernels (128 × 128 and 128 × 64) in every dtype and layout,
+/// with leading dimensions that allow the vector loads (multiples of 4) and ones that do not.
+/// The planner picks by waves (`host/src/cuda/scalar.rs::choose_width`): 4096 × 4096 takes
+/// the wide tiles on any GPU with 160 or more resident blocks (an H200 has 264), 257 × 300
+/// the narrow ones everywhere.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn both_scalar_tile_widths_match_cpu_in_every_layout() {
+    let Some(gpu) = gpu_engine() else { return };
+    let cpu = Engine::new(Device::Cpu).unwrap();
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x5eed_0002);
+    for (m, k, n) in [(4096, 11, 4096), (257, 45, 300)] {
+        for dtype in DTYPES {
+            for (a_layout, b_layout) in [
+                (Layout::RowMajor, Layout::RowMajor),
+                (Layout::RowMajor, Layout::ColMajor),
+                (Layout::ColMajor, Layout::RowMajor),
+                (Layout::ColMajor, Layout::ColMajor),
+            ] {
+                for pad in [0, 1] {
+                    let op = |layout, rows: usize, cols: usize| Operand {
+                        dtype,
+                        layout,
+                        ld: pad
+                            + if layout == Layout::RowMajor {
+                                cols
+                            } else {
+                                rows
+                            },
+                        batch_stride: 0,
+                    };
+                    let g = Gemm {
+                        m,
+                        n,
+                        k,
+                        batch: 1,
+                        a: op(a_layout, m, k),
+                        b: op(b_layout, k, n),
+                        bias: None,
+                        c: Output {
+                            mode: OutputMode::Overwrite(DType::F32),
+                            ldc: n,
+                            batch_stride: 0,
+                        },
+                        tier: Tier::Scalar,
+                    };
+                    let p = Problem::random(g, &mut rng);
+                    let (want, got) = (p.on_cpu(&cpu), p.on_gpu(&gpu, &stream));
+                    if let Some((i, w, o)) = first_difference(&want, &got) {
+                        panic!("{g:?}: element {i} cpu {w:#x} gpu {o:#x}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Rows `r0..r0+m` of a big call against a call on just those rows (A offset by r0 rows).
 #[test]
 #[ignore = "needs a CUDA GPU"]

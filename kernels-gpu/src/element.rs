@@ -1,6 +1,7 @@
 //! Input element types as the kernels read them: each is upcast to f32 exactly at load.
 
 use crate::arch::convert::cvt_f32_f16;
+use crate::arch::global::{ld_global_v2_b32, ld_global_v4_b32};
 use crate::arch::mma::{mma_m16n8k16_f32_bf16, mma_m16n8k16_f32_f16};
 
 /// An input element stored in global memory.
@@ -19,6 +20,25 @@ pub trait Element: Copy {
     /// `base + idx` is a readable, naturally aligned element in global memory.
     unsafe fn load_raw(base: u64, idx: u64) -> u32;
 
+    /// Four consecutive elements' raw bits as a thread holds them between the global read and
+    /// the shared store: four words for f32, two for the 16-bit types (two elements per word,
+    /// the first in the low half). They stay packed so that no instruction touches a loaded
+    /// register before staging needs it (an unpack right after the load would wait for it).
+    type Quad: Copy;
+
+    /// Reads elements `idx .. idx + 4` from `base` with one vector load.
+    ///
+    /// # Safety
+    /// The four elements are readable global memory, not written during the kernel, and the
+    /// first is aligned to the size of all four.
+    unsafe fn load_quad(base: u64, idx: u64) -> Self::Quad;
+
+    /// The quad of four elements read one by one (`raw[j]` holds element j's bits).
+    fn pack_quad(raw: [u32; 4]) -> Self::Quad;
+
+    /// Exact upcast of a quad's four elements, in order.
+    fn quad_to_f32(quad: Self::Quad) -> [f32; 4];
+
     /// Exact upcast of raw bits to f32.
     fn to_f32(raw: u32) -> f32;
     /// Raw bits of −0.0: A's fill outside the matrix. A padded k step then multiplies
@@ -26,6 +46,24 @@ pub trait Element: Copy {
     /// (with a +0.0 product it would turn a −0.0 chain into +0.0; the scalar contract has
     /// exactly K fmas).
     const NEG_ZERO: u32;
+}
+
+/// Four 16-bit elements' bits, two per word, the first in the low half (the order of a
+/// little-endian 8-byte load).
+#[inline(always)]
+fn pack_quad_16(raw: [u32; 4]) -> [u32; 2] {
+    [raw[0] | raw[1] << 16, raw[2] | raw[3] << 16]
+}
+
+/// The four 16-bit elements of a packed quad, one per `u32` (low half of each word first).
+#[inline(always)]
+fn unpack_quad_16(quad: [u32; 2]) -> [u32; 4] {
+    [
+        quad[0] & 0xffff,
+        quad[0] >> 16,
+        quad[1] & 0xffff,
+        quad[1] >> 16,
+    ]
 }
 
 /// IEEE binary32.
@@ -46,6 +84,20 @@ impl Element for F32 {
         // SAFETY: forwarded contract.
         unsafe { *(base as *const u32).add(idx as usize) }
     }
+    type Quad = [u32; 4];
+    #[inline(always)]
+    unsafe fn load_quad(base: u64, idx: u64) -> [u32; 4] {
+        // SAFETY: forwarded contract (16 bytes, 16-byte aligned).
+        unsafe { ld_global_v4_b32(base + idx * Self::BYTES) }
+    }
+    #[inline(always)]
+    fn pack_quad(raw: [u32; 4]) -> [u32; 4] {
+        raw
+    }
+    #[inline(always)]
+    fn quad_to_f32(quad: [u32; 4]) -> [f32; 4] {
+        quad.map(f32::from_bits)
+    }
     #[inline(always)]
     fn to_f32(raw: u32) -> f32 {
         f32::from_bits(raw)
@@ -60,6 +112,20 @@ impl Element for Bf16 {
         // SAFETY: forwarded contract.
         unsafe { *(base as *const u16).add(idx as usize) as u32 }
     }
+    type Quad = [u32; 2];
+    #[inline(always)]
+    unsafe fn load_quad(base: u64, idx: u64) -> [u32; 2] {
+        // SAFETY: forwarded contract (8 bytes, 8-byte aligned).
+        unsafe { ld_global_v2_b32(base + idx * Self::BYTES) }
+    }
+    #[inline(always)]
+    fn pack_quad(raw: [u32; 4]) -> [u32; 2] {
+        pack_quad_16(raw)
+    }
+    #[inline(always)]
+    fn quad_to_f32(quad: [u32; 2]) -> [f32; 4] {
+        unpack_quad_16(quad).map(Self::to_f32)
+    }
     #[inline(always)]
     fn to_f32(raw: u32) -> f32 {
         f32::from_bits(raw << 16)
@@ -73,6 +139,20 @@ impl Element for F16 {
     unsafe fn load_raw(base: u64, idx: u64) -> u32 {
         // SAFETY: forwarded contract.
         unsafe { *(base as *const u16).add(idx as usize) as u32 }
+    }
+    type Quad = [u32; 2];
+    #[inline(always)]
+    unsafe fn load_quad(base: u64, idx: u64) -> [u32; 2] {
+        // SAFETY: forwarded contract (8 bytes, 8-byte aligned).
+        unsafe { ld_global_v2_b32(base + idx * Self::BYTES) }
+    }
+    #[inline(always)]
+    fn pack_quad(raw: [u32; 4]) -> [u32; 2] {
+        pack_quad_16(raw)
+    }
+    #[inline(always)]
+    fn quad_to_f32(quad: [u32; 2]) -> [f32; 4] {
+        unpack_quad_16(quad).map(Self::to_f32)
     }
     #[inline(always)]
     fn to_f32(raw: u32) -> f32 {

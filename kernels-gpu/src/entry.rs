@@ -1,5 +1,5 @@
 //! The named entry points the host launches: one per tier, input dtype and operand layouts.
-//! Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>` and
+//! Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>[_n64]` (128 × 128 tiles, or 128 × 64) and
 //! `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` = row-major, `c` =
 //! column-major; `_unaligned` loads operands element by element (any 2-byte alignment).
 //! The sm90a module has only `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_x2|_m<BM>]`
@@ -18,32 +18,45 @@ mod sm80 {
     use crate::tensor;
 
     macro_rules! scalar_entry {
-        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr) => {
-            /// Scalar-tier GEMM entry point (see `scalar`).
+        ($name:ident, $narrow:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr) => {
+            /// Scalar-tier GEMM entry point, 128 × 128 tiles (see `scalar`).
             ///
             /// # Safety
             /// Launched by the host with a validated `GemmParams`, `scalar::config::THREADS`
-            /// threads and `scalar::config::SMEM_BYTES` of dynamic shared memory.
+            /// threads and `scalar::config::wide::SMEM_BYTES` of dynamic shared memory.
             #[no_mangle]
             pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
+                use scalar::config::wide::{BK, BN, TN};
                 // SAFETY: forwarded launch contract.
-                unsafe { scalar::gemm::<$elem, $a, $b>(&p) }
+                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN>(&p) }
+            }
+
+            /// Scalar-tier GEMM entry point, 128 × 64 tiles (see `scalar`).
+            ///
+            /// # Safety
+            /// Launched by the host with a validated `GemmParams`, `scalar::config::THREADS`
+            /// threads and `scalar::config::narrow::SMEM_BYTES` of dynamic shared memory.
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $narrow(p: GemmParams) {
+                use scalar::config::narrow::{BK, BN, TN};
+                // SAFETY: forwarded launch contract.
+                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN>(&p) }
             }
         };
     }
 
-    scalar_entry!(sgemm_bi_scalar_f32_rr, F32, a_k_contiguous: true, b_k_contiguous: false);
-    scalar_entry!(sgemm_bi_scalar_f32_rc, F32, a_k_contiguous: true, b_k_contiguous: true);
-    scalar_entry!(sgemm_bi_scalar_f32_cr, F32, a_k_contiguous: false, b_k_contiguous: false);
-    scalar_entry!(sgemm_bi_scalar_f32_cc, F32, a_k_contiguous: false, b_k_contiguous: true);
-    scalar_entry!(sgemm_bi_scalar_bf16_rr, Bf16, a_k_contiguous: true, b_k_contiguous: false);
-    scalar_entry!(sgemm_bi_scalar_bf16_rc, Bf16, a_k_contiguous: true, b_k_contiguous: true);
-    scalar_entry!(sgemm_bi_scalar_bf16_cr, Bf16, a_k_contiguous: false, b_k_contiguous: false);
-    scalar_entry!(sgemm_bi_scalar_bf16_cc, Bf16, a_k_contiguous: false, b_k_contiguous: true);
-    scalar_entry!(sgemm_bi_scalar_f16_rr, F16, a_k_contiguous: true, b_k_contiguous: false);
-    scalar_entry!(sgemm_bi_scalar_f16_rc, F16, a_k_contiguous: true, b_k_contiguous: true);
-    scalar_entry!(sgemm_bi_scalar_f16_cr, F16, a_k_contiguous: false, b_k_contiguous: false);
-    scalar_entry!(sgemm_bi_scalar_f16_cc, F16, a_k_contiguous: false, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_f32_rr, sgemm_bi_scalar_f32_rr_n64, F32, a_k_contiguous: true, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_f32_rc, sgemm_bi_scalar_f32_rc_n64, F32, a_k_contiguous: true, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_f32_cr, sgemm_bi_scalar_f32_cr_n64, F32, a_k_contiguous: false, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_f32_cc, sgemm_bi_scalar_f32_cc_n64, F32, a_k_contiguous: false, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_bf16_rr, sgemm_bi_scalar_bf16_rr_n64, Bf16, a_k_contiguous: true, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_bf16_rc, sgemm_bi_scalar_bf16_rc_n64, Bf16, a_k_contiguous: true, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_bf16_cr, sgemm_bi_scalar_bf16_cr_n64, Bf16, a_k_contiguous: false, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_bf16_cc, sgemm_bi_scalar_bf16_cc_n64, Bf16, a_k_contiguous: false, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_f16_rr, sgemm_bi_scalar_f16_rr_n64, F16, a_k_contiguous: true, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_f16_rc, sgemm_bi_scalar_f16_rc_n64, F16, a_k_contiguous: true, b_k_contiguous: true);
+    scalar_entry!(sgemm_bi_scalar_f16_cr, sgemm_bi_scalar_f16_cr_n64, F16, a_k_contiguous: false, b_k_contiguous: false);
+    scalar_entry!(sgemm_bi_scalar_f16_cc, sgemm_bi_scalar_f16_cc_n64, F16, a_k_contiguous: false, b_k_contiguous: true);
 
     macro_rules! tensor_entry {
         ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, cp_async: $cp:expr) => {

@@ -61,13 +61,15 @@ pub(crate) fn gemm_params(g: &Gemm, p: &GemmPointers, tile_m: u32, tile_n: u32) 
     }
 }
 
-/// Blocks to launch for `params`: one per tile (blocks loop over tiles, so a grid capped at
-/// the driver's limit still covers every tile).
-pub(crate) fn grid_size(params: &GemmParams) -> u32 {
-    (params.tiles_m * params.tiles_n * params.batch).min(i32::MAX as u64) as u32
+/// Blocks to launch for `params`: one per tile, at most `max_blocks` (blocks loop over
+/// tiles, so a capped grid still covers every tile).
+pub(crate) fn grid_size(params: &GemmParams, max_blocks: u32) -> u32 {
+    (params.tiles_m * params.tiles_n * params.batch).min(max_blocks.min(i32::MAX as u32) as u64)
+        as u32
 }
 
-/// Launches `function` (named `name`, for errors) with one `GemmParams` by value.
+/// Launches `function` (named `name`, for errors) with one `GemmParams` by value, on one
+/// block per tile or `max_blocks`, whichever is fewer.
 ///
 /// # Safety
 /// `function` takes exactly one `GemmParams` and is built for `threads` threads and
@@ -78,10 +80,11 @@ pub(crate) unsafe fn launch(
     name: impl FnOnce() -> String,
     threads: u32,
     smem_bytes: u32,
+    max_blocks: u32,
     mut params: GemmParams,
     stream: sys::CUstream,
 ) -> Result<()> {
-    let grid = grid_size(&params);
+    let grid = grid_size(&params, max_blocks);
     let mut args = [&mut params as *mut GemmParams as *mut std::ffi::c_void];
     // SAFETY: the function takes exactly one GemmParams by value (this module shares its
     // definition with the device code); the rest is the caller's contract.

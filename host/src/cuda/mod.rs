@@ -196,20 +196,20 @@ impl Loaded {
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)
             .map_err(driver_error("cuDeviceGetAttribute"))?
             != 0;
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver_error("cuDeviceGetAttribute"))?;
         let (sm80, scalar, tensor) = if capability >= (8, 0) {
             let module =
                 Module::load_best(&ctx, capability, kernels.sm80_cubin_sm90, kernels.sm80)?;
             let get = |name: &str| module.function(name);
-            let scalar = scalar::ScalarKernels::load(&get)?;
+            let scalar = scalar::ScalarKernels::load(&get, sms as u32)?;
             let tensor = tensor::TensorKernels::load(&get)?;
             (Some(module), Some(scalar), Some(tensor))
         } else {
             (None, None, None)
         };
         let (sm90a, hopper) = if capability == (9, 0) && !kernels.sm90a.is_empty() {
-            let sms = ctx
-                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-                .map_err(driver_error("cuDeviceGetAttribute"))?;
             let module = Module::load_best(&ctx, capability, kernels.sm90a_cubin, kernels.sm90a)?;
             let hopper = hopper::HopperKernels::load(&|name| module.function(name), sms as usize)?;
             (Some(module), Some(hopper))

@@ -2,11 +2,11 @@
 //! the same chain (see `kernels-gpu/src/scalar`), so the choice is free to depend on dtype and
 //! layouts.
 
-use cudarc::driver::sys;
+use cudarc::driver::{result, sys};
 
-use super::kernel_abi::scalar_config::{BM, BN, SMEM_BYTES, THREADS};
+use super::kernel_abi::scalar_config::{narrow, wide, BM, THREADS};
 use super::kernel_abi::{gemm_params, launch};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, Layout};
 
 const DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
@@ -17,34 +17,126 @@ pub(crate) const LAYOUTS: [(Layout, Layout); 4] = [
     (Layout::ColMajor, Layout::ColMajor),
 ];
 
+/// The two tile widths of the scalar kernels (`kernels-gpu/src/scalar/config.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Width {
+    /// 128 × 128 tiles.
+    Wide,
+    /// 128 × 64 tiles.
+    Narrow,
+}
+
+impl Width {
+    const ALL: [Width; 2] = [Width::Wide, Width::Narrow];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Output columns per tile.
+    fn bn(self) -> u32 {
+        match self {
+            Width::Wide => wide::BN,
+            Width::Narrow => narrow::BN,
+        }
+    }
+
+    fn smem_bytes(self) -> u32 {
+        match self {
+            Width::Wide => wide::SMEM_BYTES,
+            Width::Narrow => narrow::SMEM_BYTES,
+        }
+    }
+
+    /// Time of one tile relative to a wide one, both with the multiprocessor shared as
+    /// usual: half the work, with 3 shared loads per 32 fmas instead of 4 per 64 (an
+    /// estimate, set from the H200's measured rates; it only ranks the two).
+    fn relative_tile_time(self) -> f64 {
+        match self {
+            Width::Wide => 1.0,
+            Width::Narrow => 0.55,
+        }
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Width::Wide => "",
+            Width::Narrow => "_n64",
+        }
+    }
+}
+
+/// The tile width for an `m × n` problem of `batch` entries, given how many blocks of each
+/// width the device runs at once (`resident[Width::index]`): the one whose whole waves
+/// (`⌈tiles / resident⌉`) cost least, wide on a tie. The last wave of a launch is paid in
+/// full however few tiles it holds, so 384 wide tiles on 264 resident blocks take two waves,
+/// where the same problem in 768 narrow tiles takes three of about half the time.
+pub(crate) fn choose_width(m: usize, n: usize, batch: usize, resident: [u32; 2]) -> Width {
+    let cost = |w: Width| {
+        let tiles = m.div_ceil(BM as usize) * n.div_ceil(w.bn() as usize) * batch;
+        let waves = tiles.div_ceil(resident[w.index()].max(1) as usize);
+        waves as f64 * w.relative_tile_time()
+    };
+    if cost(Width::Narrow) < cost(Width::Wide) {
+        Width::Narrow
+    } else {
+        Width::Wide
+    }
+}
+
 /// `rr`, `rc`, `cr` or `cc`: the operand layouts as entry-point names spell them.
 pub(crate) fn layout_suffix((a, b): (Layout, Layout)) -> String {
     let l = |x| if x == Layout::RowMajor { 'r' } else { 'c' };
     format!("{}{}", l(a), l(b))
 }
 
-fn entry_name(dtype: DType, layouts: (Layout, Layout)) -> String {
+fn entry_name(dtype: DType, layouts: (Layout, Layout), width: Width) -> String {
     format!(
-        "sgemm_bi_scalar_{}_{}",
+        "sgemm_bi_scalar_{}_{}{}",
         dtype.name(),
-        layout_suffix(layouts)
+        layout_suffix(layouts),
+        width.suffix()
     )
 }
 
-/// The twelve scalar entry points: `[dtype][layout pair]`.
+/// The twenty-four scalar entry points, `[dtype][layout pair][width]`, each with the number
+/// of its blocks the whole device runs at once.
 pub(crate) struct ScalarKernels {
-    functions: [[sys::CUfunction; 4]; 3],
+    functions: [[[sys::CUfunction; 2]; 4]; 3],
+    resident: [[[u32; 2]; 4]; 3],
 }
 
 impl ScalarKernels {
-    pub(crate) fn load(get: &dyn Fn(&str) -> Result<sys::CUfunction>) -> Result<Self> {
-        let mut functions = [[std::ptr::null_mut(); 4]; 3];
+    /// Loads the entry points of a module on a device with `sms` multiprocessors.
+    pub(crate) fn load(get: &dyn Fn(&str) -> Result<sys::CUfunction>, sms: u32) -> Result<Self> {
+        let mut functions = [[[std::ptr::null_mut(); 2]; 4]; 3];
+        let mut resident = [[[0; 2]; 4]; 3];
         for (d, dtype) in DTYPES.iter().enumerate() {
             for (l, layouts) in LAYOUTS.iter().enumerate() {
-                functions[d][l] = get(&entry_name(*dtype, *layouts))?;
+                for width in Width::ALL {
+                    let name = entry_name(*dtype, *layouts, width);
+                    let f = get(&name)?;
+                    // SAFETY: `f` is a function of a module loaded in the current context.
+                    let per_sm = unsafe {
+                        result::occupancy::max_active_block_per_multiprocessor(
+                            f,
+                            THREADS as i32,
+                            width.smem_bytes() as usize,
+                        )
+                    }
+                    .map_err(|e| Error::Launch {
+                        kernel: name,
+                        message: format!("cuOccupancyMaxActiveBlocksPerMultiprocessor: {e}"),
+                    })?;
+                    functions[d][l][width.index()] = f;
+                    resident[d][l][width.index()] = (per_sm.max(1) as u32).saturating_mul(sms);
+                }
             }
         }
-        Ok(ScalarKernels { functions })
+        Ok(ScalarKernels {
+            functions,
+            resident,
+        })
     }
 
     /// # Safety
@@ -58,17 +150,55 @@ impl ScalarKernels {
         let d = DTYPES.iter().position(|&x| x == g.a.dtype).unwrap();
         let layouts = (g.a.layout, g.b.layout);
         let l = LAYOUTS.iter().position(|&x| x == layouts).unwrap();
+        let width = choose_width(g.m, g.n, g.batch, self.resident[d][l]);
+        // At most one wave of blocks, which then loop over the tiles (block b takes tiles b,
+        // b + grid, …): measured on the H200, as fast as one block per tile for f32 and 14 %
+        // faster for bf16 at 4096³ (docs/perf-notes.md, "Scalar tier").
         // SAFETY: the block size and shared memory are the ones the kernel is built for; the
         // buffers satisfy the caller's contract.
         unsafe {
             launch(
-                self.functions[d][l],
-                || entry_name(g.a.dtype, layouts),
+                self.functions[d][l][width.index()],
+                || entry_name(g.a.dtype, layouts, width),
                 THREADS,
-                SMEM_BYTES,
-                gemm_params(g, p, BM, BN),
+                width.smem_bytes(),
+                self.resident[d][l][width.index()],
+                gemm_params(g, p, BM, width.bn()),
                 stream,
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An H200: 132 multiprocessors, two blocks of either width on each.
+    const H200: [u32; 2] = [264, 264];
+
+    #[test]
+    fn a_partial_last_wave_of_wide_tiles_goes_narrow() {
+        // 16 × 24 = 384 wide tiles: two waves of 264; 768 narrow ones: three at 0.55.
+        assert_eq!(choose_width(2048, 3072, 1, H200), Width::Narrow);
+        // 1024 wide tiles fill 3.9 waves; narrow would take 8 × 0.55 = 4.4.
+        assert_eq!(choose_width(4096, 4096, 1, H200), Width::Wide);
+        // Fewer tiles than blocks either way: narrow halves the one wave.
+        assert_eq!(choose_width(300, 300, 1, H200), Width::Narrow);
+        assert_eq!(choose_width(1, 1, 1, H200), Width::Narrow);
+        // The batch counts: 4 × 1024 wide tiles fill 15.5 waves, narrow 31.03 → 32 × 0.55.
+        assert_eq!(choose_width(4096, 4096, 4, H200), Width::Wide);
+    }
+
+    #[test]
+    fn every_width_has_an_entry_point_name() {
+        assert_eq!(
+            entry_name(DType::BF16, LAYOUTS[2], Width::Narrow),
+            "sgemm_bi_scalar_bf16_cr_n64"
+        );
+        assert_eq!(
+            entry_name(DType::F32, LAYOUTS[0], Width::Wide),
+            "sgemm_bi_scalar_f32_rr"
+        );
     }
 }

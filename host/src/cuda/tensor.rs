@@ -194,6 +194,7 @@ impl TensorKernels {
                 || plan.entry_name(),
                 THREADS,
                 SMEM_BYTES,
+                u32::MAX,
                 gemm_params(g, p, plan.tile.0, plan.tile.1),
                 stream,
             )

@@ -59,3 +59,47 @@ pub unsafe fn ld_global_v2_f32(addr: u64) -> [f32; 2] {
     };
     [x, y]
 }
+
+/// `ld.global.v2.b32`
+///
+/// # Safety
+/// `addr` is an 8-byte aligned global address, valid for 8 bytes of reads, not written by
+/// another thread during the kernel.
+#[inline(always)]
+pub unsafe fn ld_global_v2_b32(addr: u64) -> [u32; 2] {
+    let (x, y): (u32, u32);
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "ld.global.v2.b32 {{{x}, {y}}}, [{a}];",
+            a = in(reg64) addr,
+            x = out(reg32) x,
+            y = out(reg32) y,
+            options(readonly, nostack)
+        )
+    };
+    [x, y]
+}
+
+/// `ld.global.v4.b32`
+///
+/// # Safety
+/// `addr` is a 16-byte aligned global address, valid for 16 bytes of reads, not written by
+/// another thread during the kernel.
+#[inline(always)]
+pub unsafe fn ld_global_v4_b32(addr: u64) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "ld.global.v4.b32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+            a = in(reg64) addr,
+            x = out(reg32) x,
+            y = out(reg32) y,
+            z = out(reg32) z,
+            w = out(reg32) w,
+            options(readonly, nostack)
+        )
+    };
+    [x, y, z, w]
+}

@@ -1,45 +1,109 @@
-//! Tile shape of the scalar kernels.
+//! Tile shapes of the scalar kernels: every block tile is `BM` = 128 rows; the columns come
+//! in two widths, [`wide`] (128) and [`narrow`] (64), and the host picks by how evenly the
+//! tiles fill the GPU's waves. Both compute every element with the same chain.
 
 /// Output rows per block tile.
 pub const BM: u32 = 128;
-/// Output columns per block tile.
-pub const BN: u32 = 128;
-/// K steps staged in shared memory at a time.
-pub const BK: u32 = 8;
-/// Threads per block: a 16 × 16 grid of threads, each owning an 8 × 8 sub-tile.
+/// Threads per block: a 16 × 16 grid of threads, each owning `TM` rows × `TN` columns.
 pub const THREADS: u32 = 256;
-/// Rows (and columns) of the sub-tile a thread accumulates.
+/// Rows of the sub-tile a thread accumulates.
 pub const TM: usize = 8;
 /// Threads along N in the block's thread grid.
 pub const THREADS_N: u32 = 16;
-/// Row pitch of a staged tile in shared memory, in f32. The 4 extra words let the
-/// k-contiguous layouts store 8 k values of one row to 8 different banks.
-pub const PITCH: u32 = BM + 4;
-/// Bytes of one staged operand tile: (BK, PITCH) f32.
-pub const TILE_BYTES: u32 = BK * PITCH * 4;
-/// Bytes of one pipeline stage: the A tile then the B tile.
-pub const STAGE_BYTES: u32 = 2 * TILE_BYTES;
-/// Dynamic shared memory a block needs: two stages (double buffering).
-pub const SMEM_BYTES: u32 = 2 * STAGE_BYTES;
-/// Elements each thread moves from global to shared memory per operand and K tile.
-pub const LOADS_PER_THREAD: usize = (BM * BK / THREADS) as usize;
+/// Elements of one vector read from global memory: a quad runs along the operand's
+/// contiguous dimension (16 bytes of f32, 8 of a 16-bit type).
+pub const QUAD: u32 = 4;
 
-const _: () = {
-    assert!(BM == BN, "the staging code maps A and B tiles the same way");
+/// Row pitch, in f32, of a staged operand tile of `rows` rows (M or N) per k: 4 extra words
+/// put consecutive k rows 4 banks apart, so the transposed stores of k-contiguous quads
+/// spread over the banks.
+pub(crate) const fn pitch(rows: u32) -> u32 {
+    rows + 4
+}
+
+/// Bytes of one staged operand tile: (bk, pitch(rows)) f32.
+pub(crate) const fn tile_bytes(rows: u32, bk: u32) -> u32 {
+    bk * pitch(rows) * 4
+}
+
+/// Dynamic shared memory of a block with `bn`-column tiles staged `bk` k at a time: two
+/// stages (double buffering), each the A tile then the B tile.
+pub(crate) const fn smem_bytes(bn: u32, bk: u32) -> u32 {
+    2 * (tile_bytes(BM, bk) + tile_bytes(bn, bk))
+}
+
+/// 128 × 128 tiles, 8 k per stage: 64 fmas per thread and k step for 4 shared loads.
+pub mod wide {
+    /// Output columns per block tile.
+    pub const BN: u32 = 128;
+    /// K steps staged in shared memory at a time.
+    pub const BK: u32 = 8;
+    /// Columns of a thread's sub-tile.
+    pub const TN: usize = 8;
+    /// Dynamic shared memory a block needs.
+    pub const SMEM_BYTES: u32 = super::smem_bytes(BN, BK);
+}
+
+/// 128 × 64 tiles, 16 k per stage (so that a 64-column k-tile is one quad per thread): twice
+/// the tiles of [`wide`], for shapes whose 128-column tiles leave the last wave mostly empty.
+pub mod narrow {
+    /// Output columns per block tile.
+    pub const BN: u32 = 64;
+    /// K steps staged in shared memory at a time.
+    pub const BK: u32 = 16;
+    /// Columns of a thread's sub-tile.
+    pub const TN: usize = 4;
+    /// Dynamic shared memory a block needs.
+    pub const SMEM_BYTES: u32 = super::smem_bytes(BN, BK);
+}
+
+/// The checks every tile shape must pass, at compile time (generic, so that no code for it
+/// is ever emitted).
+pub(crate) const fn check<const BN: u32, const BK: u32, const TN: usize>() {
+    let (bn, tn) = (BN, TN);
     assert!(
-        BM == 2 * 4 * THREADS_N,
-        "each thread owns two 4-wide column groups"
+        bn == THREADS_N * tn as u32,
+        "a thread row covers the tile's columns"
     );
     assert!(
-        (BM * BK) % THREADS == 0,
-        "every thread loads the same number of elements"
+        BM == (THREADS / THREADS_N) * TM as u32,
+        "a thread column covers the rows"
     );
     assert!(
-        PITCH % 4 == 0,
-        "16-byte shared loads need a 16-byte aligned pitch"
+        tn == 4 || tn == 8,
+        "fragments are read as one or two float4"
     );
     assert!(
-        TM == 8,
-        "the mainloop reads fragments as two float4 per operand"
+        pitch(BM) % 32 == 4 && pitch(bn) % 32 == 4,
+        "staged rows 4 banks apart"
     );
-};
+    check_operand::<BM, BK>();
+    check_operand::<BN, BK>();
+}
+
+/// An operand tile of `rows` × `bk` is read in whole quads, the same number per thread,
+/// by whole rows (k-contiguous) or whole k rows (m- or n-contiguous).
+const fn check_operand<const ROWS: u32, const BK: u32>() {
+    let (rows, bk) = (ROWS, BK);
+    assert!(
+        (rows * bk) % (QUAD * THREADS) == 0,
+        "every thread reads the same quads"
+    );
+    assert!(THREADS % rows == 0, "k-contiguous: whole threads per row");
+    assert!(
+        (bk / QUAD) % (THREADS / rows) == 0,
+        "k-contiguous: a row's quads split evenly over its threads"
+    );
+    assert!(
+        THREADS % (rows / QUAD) == 0,
+        "m/n-contiguous: whole k rows per pass"
+    );
+    assert!(
+        bk % (THREADS / (rows / QUAD)) == 0,
+        "m/n-contiguous: whole passes per k tile"
+    );
+}
+
+const _: () = assert!(TM == 8, "A fragments are read as two float4");
+const _: () = check::<{ wide::BN }, { wide::BK }, { wide::TN }>();
+const _: () = check::<{ narrow::BN }, { narrow::BK }, { narrow::TN }>();

@@ -1,4 +1,4 @@
-//! The scalar tier's store: each thread finishes its 8 × 8 accumulators with the end of the
+//! The scalar tier's store: each thread finishes its `TM × TN` accumulators with the end of the
 //! chain every tier shares (`crate::finish`: bias, accumulate, NaN, rounding).
 
 use super::mainloop::{col_of, row_of, Accumulators};
@@ -11,11 +11,17 @@ use crate::schedule::Tile;
 /// # Safety
 /// C, and the bias when present, are valid for the spans the host validated.
 #[inline(always)]
-pub unsafe fn store(p: &GemmParams, t: &Tile, tid: u32, acc: &Accumulators) {
+pub unsafe fn store<const BN: u32, const TN: usize>(
+    p: &GemmParams,
+    t: &Tile,
+    tid: u32,
+    acc: &Accumulators<TN>,
+) {
     let c_batch = t.batch * p.batch_stride_c;
     unroll8!(c => {
-        let j = t.n0 + col_of(tid, c) as u64;
-        if j < p.n {
+        let j = t.n0 + col_of::<BN>(tid, c) as u64;
+        // Columns past TN do not exist in narrow tiles (a constant test, folded away).
+        if c < TN && j < p.n {
             // SAFETY: j < N.
             let bias = if p.bias_dtype == BIAS_NONE { None } else { Some(unsafe { bias_at(p, j) }) };
             unroll8!(r => {

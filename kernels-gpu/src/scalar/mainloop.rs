@@ -1,19 +1,34 @@
 //! Staging of A and B tiles through shared memory and the fma chain: the only code that
 //! decides the reduction order of the scalar tier (see the module docs of `scalar`).
+//!
+//! Generic over the tile's width `BN`, its k depth per stage `BK` and a thread's columns `TN`
+//! (`config::wide`, `config::narrow`); the chain is the same for all.
 
-use super::config::{
-    BK, BM, LOADS_PER_THREAD, PITCH, STAGE_BYTES, THREADS, THREADS_N, TILE_BYTES, TM,
-};
-use crate::arch::shared::{ld_shared_v4_f32, st_shared_f32};
+use super::config::{pitch, tile_bytes, BM, QUAD, THREADS, THREADS_N, TM};
+use crate::arch::shared::{ld_shared_v4_f32, st_shared_b32, st_shared_v4_b32};
 use crate::arch::sync::bar_sync;
 use crate::element::Element;
 use crate::params::GemmParams;
 use crate::schedule::Tile;
 use core::intrinsics::fmaf32;
 
-/// The 8 × 8 accumulators of one thread: `acc[r][c]` is output row `row_of(r)`, column
+/// The `TM × TN` accumulators of one thread: `acc[r][c]` is output row `row_of(r)`, column
 /// `col_of(c)` of the tile.
-pub type Accumulators = [[f32; TM]; TM];
+pub type Accumulators<const TN: usize> = [[f32; TN]; TM];
+
+/// K steps per trip of the wide tiles' inner loop (a divisor of `BK`): the loop's own
+/// instructions (counter, test, branch) then cost 2 issue slots per two steps instead of 4.
+const K_UNROLL: u32 = 2;
+
+/// Most quads a thread reads of one operand per K tile (the arrays' length; a shape uses
+/// [`quads_per_thread`] of them).
+const MAX_QUADS: usize = 2;
+
+/// Quads each thread reads of a `rows` × `bk` operand tile.
+#[inline(always)]
+const fn quads_per_thread(rows: u32, bk: u32) -> usize {
+    (rows * bk / (QUAD * THREADS)) as usize
+}
 
 /// Tile row of accumulator row `r` for thread `tid`: two groups of 4 rows, 64 apart, so the
 /// fragment loads of a warp hit distinct shared-memory banks.
@@ -22,80 +37,159 @@ pub fn row_of(tid: u32, r: usize) -> u32 {
     (tid / THREADS_N) * 4 + (r as u32 % 4) + (r as u32 / 4) * (BM / 2)
 }
 
-/// Tile column of accumulator column `c` for thread `tid`.
+/// Tile column of accumulator column `c` for thread `tid` in a `BN`-column tile: groups of
+/// 4 columns, `BN / 2` apart.
 #[inline(always)]
-pub fn col_of(tid: u32, c: usize) -> u32 {
-    (tid % THREADS_N) * 4 + (c as u32 % 4) + (c as u32 / 4) * (BM / 2)
+pub fn col_of<const BN: u32>(tid: u32, c: usize) -> u32 {
+    (tid % THREADS_N) * 4 + (c as u32 % 4) + (c as u32 / 4) * (BN / 2)
 }
 
-/// Where load `r` of thread `tid` goes inside a (BK, BM) operand tile, as (kk, mn).
-/// When the operand is contiguous along M (or N), neighbouring threads take neighbouring
-/// rows so the global reads coalesce; when it is contiguous along K, they take neighbouring
-/// k instead.
+/// Where quad `q` of thread `tid` starts inside a (bk, `ROWS`) operand tile, as (kk, mn);
+/// its four elements run along the operand's contiguous dimension.
+///
+/// K-contiguous: `THREADS / ROWS` threads per row (2 or 4), taking its quads of k in turn, so
+/// a warp reads whole 32-byte sectors of 16 or 8 rows and its transposed shared stores, rows
+/// `pitch ≡ 4 (mod 32)` words apart, spread over the banks. M- or N-contiguous: a warp reads
+/// 128 consecutive elements of one k row and stores them as they came.
 #[inline(always)]
-fn staging_slot<const K_CONTIGUOUS: bool>(tid: u32, r: usize) -> (u32, u32) {
-    let idx = tid + r as u32 * THREADS;
+fn quad_slot<const K_CONTIGUOUS: bool, const ROWS: u32>(tid: u32, q: usize) -> (u32, u32) {
+    let q = q as u32;
     if K_CONTIGUOUS {
-        (idx % BK, idx / BK)
+        let per_row = THREADS / ROWS;
+        (QUAD * (tid % per_row + per_row * q), tid / per_row)
     } else {
-        (idx / BM, idx % BM)
+        let quads_per_k = ROWS / QUAD;
+        (
+            tid / quads_per_k + q * (THREADS / quads_per_k),
+            QUAD * (tid % quads_per_k),
+        )
     }
 }
 
-/// Reads this thread's share of one operand tile from global memory into registers,
-/// filling with the raw bits `fill` outside the matrix (A: −0.0, B: +0.0, so that padded k
-/// steps leave every chain as it is; see `Element::NEG_ZERO`). `mn_limit`/`k_limit` bound
-/// the tile's rows and k; `offset(mn, k)` gives the element index of a global
-/// (row-or-column, k) pair.
-///
-/// # Safety
-/// Every in-bounds index `offset` returns is readable.
-#[inline(always)]
-unsafe fn fetch<E: Element, const K_CONTIGUOUS: bool>(
+/// One operand of the current output tile as this thread reads it.
+#[derive(Clone, Copy)]
+struct OperandTile {
+    /// Byte address of the batch entry's element (0, 0).
     base: u64,
-    tid: u32,
+    /// Leading dimension, in elements.
+    ld: u64,
+    /// The tile's first row (A) or column (B), and the matrix's extent along that dimension.
     mn0: u64,
     mn_limit: u64,
-    k0: u64,
+    /// K of the problem.
     k_limit: u64,
+    /// Whether every quad's first element is aligned to the quad's size (the base is, and
+    /// `ld` is a multiple of `QUAD`), so that a quad inside the matrix is one vector load.
+    vectors: bool,
+    /// Raw bits read outside the matrix (A: −0.0, B: +0.0, so that padded k steps leave
+    /// every chain as it is; see `Element::NEG_ZERO`).
     fill: u32,
-    offset: impl Fn(u64, u64) -> u64,
-) -> [u32; LOADS_PER_THREAD] {
-    let mut regs = [fill; LOADS_PER_THREAD];
-    for (r, reg) in regs.iter_mut().enumerate() {
-        let (kk, mn) = staging_slot::<K_CONTIGUOUS>(tid, r);
-        let (gmn, gk) = (mn0 + mn as u64, k0 + kk as u64);
-        if gmn < mn_limit && gk < k_limit {
-            // SAFETY: in bounds, by the caller's contract.
-            *reg = unsafe { E::load_raw(base, offset(gmn, gk)) };
-        }
-    }
-    regs
 }
 
-/// Upcasts fetched registers and writes them into a (BK, PITCH) tile at shared address
+impl OperandTile {
+    fn new<E: Element>(
+        base: u64,
+        ld: u64,
+        mn0: u64,
+        mn_limit: u64,
+        k_limit: u64,
+        fill: u32,
+    ) -> Self {
+        let quad_bytes = QUAD as u64 * E::BYTES;
+        OperandTile {
+            base,
+            ld,
+            mn0,
+            mn_limit,
+            k_limit,
+            vectors: base % quad_bytes == 0 && ld % QUAD as u64 == 0,
+            fill,
+        }
+    }
+}
+
+/// Reads this thread's quads of one operand's K tile starting at `k0` into registers: one
+/// vector load per quad inside the matrix when the operand is aligned for it, element by
+/// element with a bounds test otherwise (tile edges, odd leading dimensions or pointers).
+/// The bits are the same either way; only the number of loads differs.
+///
+/// # Safety
+/// Every in-bounds element of the operand is readable global memory.
+#[inline(always)]
+unsafe fn fetch<E: Element, const K_CONTIGUOUS: bool, const ROWS: u32, const BK: u32>(
+    op: &OperandTile,
+    tid: u32,
+    k0: u64,
+) -> [E::Quad; MAX_QUADS] {
+    let mut quads = [E::pack_quad([op.fill; QUAD as usize]); MAX_QUADS];
+    // A loop over the whole (constant) array, tested against a constant: LLVM unrolls it and
+    // the array stays in registers (an iterator with `take` left it in local memory).
+    for (q, quad) in quads.iter_mut().enumerate() {
+        if q >= quads_per_thread(ROWS, BK) {
+            continue;
+        }
+        let (kk, mn) = quad_slot::<K_CONTIGUOUS, ROWS>(tid, q);
+        let (gmn, gk) = (op.mn0 + mn as u64, k0 + kk as u64);
+        // Element j of the quad is (gmn, gk + j) when K is contiguous, (gmn + j, gk) otherwise.
+        let (first, line_inside, along, along_limit) = if K_CONTIGUOUS {
+            (gmn * op.ld + gk, gmn < op.mn_limit, gk, op.k_limit)
+        } else {
+            (gk * op.ld + gmn, gk < op.k_limit, gmn, op.mn_limit)
+        };
+        if op.vectors && line_inside && along + QUAD as u64 <= along_limit {
+            // SAFETY: all four elements are inside the matrix, and `vectors` makes the first
+            // one aligned to the quad's size.
+            *quad = unsafe { E::load_quad(op.base, first) };
+        } else if line_inside {
+            let mut raw = [op.fill; QUAD as usize];
+            for (j, r) in raw.iter_mut().enumerate() {
+                if along + (j as u64) < along_limit {
+                    // SAFETY: in bounds, by the caller's contract.
+                    *r = unsafe { E::load_raw(op.base, first + j as u64) };
+                }
+            }
+            *quad = E::pack_quad(raw);
+        }
+    }
+    quads
+}
+
+/// Upcasts fetched quads and writes them into a (BK, pitch(ROWS)) tile at shared address
 /// `tile`.
 ///
 /// # Safety
 /// `tile` is a staged-tile address inside the block's dynamic shared memory.
 #[inline(always)]
-unsafe fn stage<E: Element, const K_CONTIGUOUS: bool>(
+unsafe fn stage<E: Element, const K_CONTIGUOUS: bool, const ROWS: u32, const BK: u32>(
     tile: u32,
     tid: u32,
-    regs: &[u32; LOADS_PER_THREAD],
+    quads: &[E::Quad; MAX_QUADS],
 ) {
-    for (r, raw) in regs.iter().enumerate() {
-        let (kk, mn) = staging_slot::<K_CONTIGUOUS>(tid, r);
-        // SAFETY: kk < BK and mn < BM, so the address is inside the tile.
-        unsafe { st_shared_f32(tile + (kk * PITCH + mn) * 4, E::to_f32(*raw)) };
+    let row_pitch = pitch(ROWS);
+    for (q, &quad) in quads.iter().enumerate() {
+        if q >= quads_per_thread(ROWS, BK) {
+            continue;
+        }
+        let (kk, mn) = quad_slot::<K_CONTIGUOUS, ROWS>(tid, q);
+        let f = E::quad_to_f32(quad).map(f32::to_bits);
+        if K_CONTIGUOUS {
+            for (j, &v) in f.iter().enumerate() {
+                // SAFETY: kk + j < BK and mn < ROWS, so the address is inside the tile.
+                unsafe { st_shared_b32(tile + ((kk + j as u32) * row_pitch + mn) * 4, v) };
+            }
+        } else {
+            // SAFETY: kk < BK, mn + 3 < ROWS, and the pitch and mn are multiples of 4, so the
+            // 16 bytes are inside the tile and 16-byte aligned.
+            unsafe { st_shared_v4_b32(tile + (kk * row_pitch + mn) * 4, f) };
+        }
     }
 }
 
 /// The operands of one K tile, held in registers as raw bits between the global read and the
 /// shared-memory write so the read overlaps the previous tile's arithmetic.
-struct Fetched {
-    a: [u32; LOADS_PER_THREAD],
-    b: [u32; LOADS_PER_THREAD],
+struct Fetched<E: Element> {
+    a: [E::Quad; MAX_QUADS],
+    b: [E::Quad; MAX_QUADS],
 }
 
 /// Computes one output tile's accumulators over the whole of K.
@@ -103,50 +197,59 @@ struct Fetched {
 /// # Safety
 /// As for `scalar::gemm`; all threads of the block call it together (it has barriers).
 #[inline(always)]
-pub unsafe fn run<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: bool>(
+pub unsafe fn run<
+    E: Element,
+    const A_K_CONTIGUOUS: bool,
+    const B_K_CONTIGUOUS: bool,
+    const BN: u32,
+    const BK: u32,
+    const TN: usize,
+>(
     p: &GemmParams,
     t: &Tile,
     tid: u32,
     smem: u32,
-) -> Accumulators {
-    let a_base = p.a + t.batch * p.batch_stride_a * E::BYTES;
-    let b_base = p.b + t.batch * p.batch_stride_b * E::BYTES;
-    let (lda, ldb) = (p.lda, p.ldb);
-    // A is M × K: contiguous along K when row-major.
-    let a_at = move |m: u64, k: u64| {
-        if A_K_CONTIGUOUS {
-            m * lda + k
-        } else {
-            m + k * lda
-        }
-    };
-    // B is K × N: contiguous along K when column-major.
-    let b_at = move |n: u64, k: u64| {
-        if B_K_CONTIGUOUS {
-            k + n * ldb
-        } else {
-            k * ldb + n
-        }
-    };
-    let fetch_tile = |k0: u64| -> Fetched {
+) -> Accumulators<TN> {
+    const { assert!(BK % K_UNROLL == 0 && (TN != 4 || BK % 8 == 0)) };
+    const { assert!(quads_per_thread(BM, BK) <= MAX_QUADS && quads_per_thread(BN, BK) <= MAX_QUADS) };
+    let (a_tile_bytes, stage_bytes) = (tile_bytes(BM, BK), tile_bytes(BM, BK) + tile_bytes(BN, BK));
+    // A is M × K (contiguous along K when row-major), B is K × N (along K when column-major).
+    let a = OperandTile::new::<E>(
+        p.a + t.batch * p.batch_stride_a * E::BYTES,
+        p.lda,
+        t.m0,
+        p.m,
+        p.k,
+        E::NEG_ZERO,
+    );
+    let b = OperandTile::new::<E>(
+        p.b + t.batch * p.batch_stride_b * E::BYTES,
+        p.ldb,
+        t.n0,
+        p.n,
+        p.k,
+        0,
+    );
+    let fetch_tile = |k0: u64| -> Fetched<E> {
         // SAFETY: `fetch` reads only in-bounds elements of the validated operands.
         unsafe {
             Fetched {
-                a: fetch::<E, A_K_CONTIGUOUS>(a_base, tid, t.m0, p.m, k0, p.k, E::NEG_ZERO, a_at),
-                b: fetch::<E, B_K_CONTIGUOUS>(b_base, tid, t.n0, p.n, k0, p.k, 0, b_at),
+                a: fetch::<E, A_K_CONTIGUOUS, BM, BK>(&a, tid, k0),
+                b: fetch::<E, B_K_CONTIGUOUS, BN, BK>(&b, tid, k0),
             }
         }
     };
-    let stage_tile = |s: u32, f: &Fetched| {
-        let base = smem + s * STAGE_BYTES;
-        // SAFETY: stage `s` (0 or 1) lies inside the SMEM_BYTES the block was launched with.
+    let stage_tile = |s: u32, f: &Fetched<E>| {
+        let base = smem + s * stage_bytes;
+        // SAFETY: stage `s` (0 or 1) lies inside the `smem_bytes(BN, BK)` the block was
+        // launched with.
         unsafe {
-            stage::<E, A_K_CONTIGUOUS>(base, tid, &f.a);
-            stage::<E, B_K_CONTIGUOUS>(base + TILE_BYTES, tid, &f.b);
+            stage::<E, A_K_CONTIGUOUS, BM, BK>(base, tid, &f.a);
+            stage::<E, B_K_CONTIGUOUS, BN, BK>(base + a_tile_bytes, tid, &f.b);
         }
     };
 
-    let mut acc: Accumulators = [[0.0f32; TM]; TM];
+    let mut acc: Accumulators<TN> = [[0.0f32; TN]; TM];
     let k_tiles = p.k.div_ceil(BK as u64);
     if k_tiles == 0 {
         return acc;
@@ -163,18 +266,23 @@ pub unsafe fn run<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: 
         } else {
             None
         };
-        let a_tile = smem + s * STAGE_BYTES;
-        let b_tile = a_tile + TILE_BYTES;
-        for kk in 0..BK {
-            let row = kk * PITCH * 4;
-            // SAFETY: fragment addresses are 16-byte aligned (PITCH % 4 == 0) and inside the
-            // staged tiles.
+        let a_tile = smem + s * stage_bytes;
+        let b_tile = a_tile + a_tile_bytes;
+        // One k step: this thread's fragments of A and B from the stage, then TM × TN fmas.
+        let mut step = |kk: u32| {
+            let (a_row, b_row) = (a_tile + kk * pitch(BM) * 4, b_tile + kk * pitch(BN) * 4);
+            // SAFETY: fragment addresses are 16-byte aligned (pitches and fragment offsets
+            // are multiples of 4 words) and inside the staged tiles.
             let (a_lo, a_hi, b_lo, b_hi) = unsafe {
                 (
-                    ld_shared_v4_f32(a_tile + row + a_frag),
-                    ld_shared_v4_f32(a_tile + row + a_frag + BM / 2 * 4),
-                    ld_shared_v4_f32(b_tile + row + b_frag),
-                    ld_shared_v4_f32(b_tile + row + b_frag + BM / 2 * 4),
+                    ld_shared_v4_f32(a_row + a_frag),
+                    ld_shared_v4_f32(a_row + a_frag + BM / 2 * 4),
+                    ld_shared_v4_f32(b_row + b_frag),
+                    if TN == 8 {
+                        ld_shared_v4_f32(b_row + b_frag + BN / 2 * 4)
+                    } else {
+                        [0.0; 4]
+                    },
                 )
             };
             let a = [
@@ -184,9 +292,22 @@ pub unsafe fn run<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: 
                 b_lo[0], b_lo[1], b_lo[2], b_lo[3], b_hi[0], b_hi[1], b_hi[2], b_hi[3],
             ];
             for r in 0..TM {
-                for c in 0..TM {
+                for c in 0..TN {
                     // The one operation of the chain: k ascends with kt, then kk.
                     acc[r][c] = fmaf32(a[r], b[c], acc[r][c]);
+                }
+            }
+        };
+        if TN == 4 {
+            // Narrow tiles: 32 fmas per step leave too little work to cover the shared
+            // loads' latency in a loop; eight steps per trip let the scheduler load ahead.
+            for kk8 in 0..BK / 8 {
+                unroll8!(u => { step(kk8 * 8 + u as u32) });
+            }
+        } else {
+            for kk2 in 0..BK / K_UNROLL {
+                for u in 0..K_UNROLL {
+                    step(kk2 * K_UNROLL + u);
                 }
             }
         }

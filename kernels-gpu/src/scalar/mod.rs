@@ -29,21 +29,31 @@ use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 ///
 /// # Safety
 /// `p` describes buffers that are valid for the spans the host validated; the block has
-/// `config::THREADS` threads and `config::SMEM_BYTES` of dynamic shared memory.
+/// `config::THREADS` threads and `config::smem_bytes(BN, BK)` of dynamic shared memory.
 #[inline(always)]
-pub unsafe fn gemm<E: Element, const A_K_CONTIGUOUS: bool, const B_K_CONTIGUOUS: bool>(
+pub unsafe fn gemm<
+    E: Element,
+    const A_K_CONTIGUOUS: bool,
+    const B_K_CONTIGUOUS: bool,
+    const BN: u32,
+    const BK: u32,
+    const TN: usize,
+>(
     p: &GemmParams,
 ) {
+    const { config::check::<BN, BK, TN>() };
     let tid = _thread_idx_x() as u32;
     let smem = dyn_smem_base();
     let total = p.tiles_m * p.tiles_n * p.batch;
     let mut tile = _block_idx_x() as u64;
     while tile < total {
-        let t = schedule::tile_coords::<{ config::BM }, { config::BN }>(p, tile);
+        let t = schedule::tile_coords::<{ config::BM }, BN>(p, tile);
         // SAFETY: forwarded contract; `t` is a tile inside the problem.
-        let acc = unsafe { mainloop::run::<E, A_K_CONTIGUOUS, B_K_CONTIGUOUS>(p, &t, tid, smem) };
+        let acc = unsafe {
+            mainloop::run::<E, A_K_CONTIGUOUS, B_K_CONTIGUOUS, BN, BK, TN>(p, &t, tid, smem)
+        };
         // SAFETY: forwarded contract.
-        unsafe { epilogue::store(p, &t, tid, &acc) };
+        unsafe { epilogue::store::<BN, TN>(p, &t, tid, &acc) };
         tile += _grid_dim_x() as u64;
     }
 }
