@@ -49,12 +49,12 @@ impl Width {
     }
 
     /// Time of one tile relative to a wide one, both with the multiprocessor shared as
-    /// usual: half the work, with 3 shared loads per 32 fmas instead of 4 per 64 (an
-    /// estimate, set from the H200's measured rates; it only ranks the two).
+    /// usual: half the work at about 77 % of the wide tiles' rate (H200: 32.5 against 42.4
+    /// TFLOP/s of f32 with full waves, docs/perf-notes.md). It only ranks the two widths.
     fn relative_tile_time(self) -> f64 {
         match self {
             Width::Wide => 1.0,
-            Width::Narrow => 0.55,
+            Width::Narrow => 0.65,
         }
     }
 
@@ -124,9 +124,9 @@ impl ScalarKernels {
                             width.smem_bytes() as usize,
                         )
                     }
-                    .map_err(|e| Error::Launch {
-                        kernel: name,
-                        message: format!("cuOccupancyMaxActiveBlocksPerMultiprocessor: {e}"),
+                    .map_err(|e| Error::Driver {
+                        call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                        message: format!("{name}: {e}"),
                     })?;
                     functions[d][l][width.index()] = f;
                     resident[d][l][width.index()] = (per_sm.max(1) as u32).saturating_mul(sms);
@@ -179,14 +179,14 @@ mod tests {
 
     #[test]
     fn a_partial_last_wave_of_wide_tiles_goes_narrow() {
-        // 16 × 24 = 384 wide tiles: two waves of 264; 768 narrow ones: three at 0.55.
+        // 16 × 24 = 384 wide tiles: two waves of 264; 768 narrow ones: three at 0.65.
         assert_eq!(choose_width(2048, 3072, 1, H200), Width::Narrow);
-        // 1024 wide tiles fill 3.9 waves; narrow would take 8 × 0.55 = 4.4.
+        // 1024 wide tiles fill 3.9 waves; narrow would take 8 × 0.65 = 5.2.
         assert_eq!(choose_width(4096, 4096, 1, H200), Width::Wide);
         // Fewer tiles than blocks either way: narrow halves the one wave.
         assert_eq!(choose_width(300, 300, 1, H200), Width::Narrow);
         assert_eq!(choose_width(1, 1, 1, H200), Width::Narrow);
-        // The batch counts: 4 × 1024 wide tiles fill 15.5 waves, narrow 31.03 → 32 × 0.55.
+        // The batch counts: 4 × 1024 wide tiles fill 15.5 waves, narrow 31.03 → 32 × 0.65.
         assert_eq!(choose_width(4096, 4096, 4, H200), Width::Wide);
     }
 
