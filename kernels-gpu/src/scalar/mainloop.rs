@@ -50,7 +50,8 @@ pub fn col_of<const BN: u32>(tid: u32, c: usize) -> u32 {
 /// K-contiguous: `THREADS / ROWS` threads per row (2 or 4), taking its quads of k in turn, so
 /// a warp reads whole 32-byte sectors of 16 or 8 rows and its transposed shared stores, rows
 /// `pitch ≡ 4 (mod 32)` words apart, spread over the banks. M- or N-contiguous: a warp reads
-/// 128 consecutive elements of one k row and stores them as they came.
+/// 128 consecutive elements of a k row (two k rows of 64 in a narrow B tile) and stores them
+/// as they came.
 #[inline(always)]
 fn quad_slot<const K_CONTIGUOUS: bool, const ROWS: u32>(tid: u32, q: usize) -> (u32, u32) {
     let q = q as u32;
