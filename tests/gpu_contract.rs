@@ -176,12 +176,7 @@ fn both_scalar_tile_widths_match_cpu_in_every_layout() {
     let mut rng = Rng::new(0x5eed_0002);
     for (m, k, n) in [(4096, 11, 4096), (257, 45, 300)] {
         for dtype in DTYPES {
-            for (a_layout, b_layout) in [
-                (Layout::RowMajor, Layout::RowMajor),
-                (Layout::RowMajor, Layout::ColMajor),
-                (Layout::ColMajor, Layout::RowMajor),
-                (Layout::ColMajor, Layout::ColMajor),
-            ] {
+            for (a_layout, b_layout) in LAYOUTS.into_iter().flat_map(|a| LAYOUTS.map(|b| (a, b))) {
                 for pad in [0, 1] {
                     let op = |layout, rows: usize, cols: usize| Operand {
                         dtype,
