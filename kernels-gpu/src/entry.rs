@@ -2,8 +2,10 @@
 //! Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>[_n64]` (128 × 128 tiles, or 128 × 64) and
 //! `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` = row-major, `c` =
 //! column-major; `_unaligned` loads operands element by element (any 2-byte alignment).
-//! The sm90a module has only `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_x2|_m<BM>]`
-//! (clusters of two; tiles of BM < 128 rows).
+//! The sm90a module has `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_x2|_m<BM>]`
+//! (clusters of two; tiles of BM < 128 rows), and `sgemm_bi_scalar_<dtype>_<A layout><B
+//! layout>_k8` for the 16-bit types: the 128 × 128 scalar tiles with eight k steps per loop
+//! trip, which ptxas fits in 128 registers only for sm_90 (`scalar::config::wide`).
 
 #[cfg(not(sgemm_bi_sm90a))]
 pub use sm80::*;
@@ -26,9 +28,9 @@ mod sm80 {
             /// threads and `scalar::config::wide::SMEM_BYTES` of dynamic shared memory.
             #[no_mangle]
             pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
-                use scalar::config::wide::{BK, BN, TN};
+                use scalar::config::wide::{BK, BN, STEPS, TN};
                 // SAFETY: forwarded launch contract.
-                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN>(&p) }
+                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN, STEPS>(&p) }
             }
 
             /// Scalar-tier GEMM entry point, 128 × 64 tiles (see `scalar`).
@@ -38,9 +40,9 @@ mod sm80 {
             /// threads and `scalar::config::narrow::SMEM_BYTES` of dynamic shared memory.
             #[no_mangle]
             pub unsafe extern "ptx-kernel" fn $narrow(p: GemmParams) {
-                use scalar::config::narrow::{BK, BN, TN};
+                use scalar::config::narrow::{BK, BN, STEPS, TN};
                 // SAFETY: forwarded launch contract.
-                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN>(&p) }
+                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN, STEPS>(&p) }
             }
         };
     }
@@ -96,7 +98,35 @@ mod sm80 {
 mod sm90a {
     use crate::element::{Bf16, F16};
     use crate::hopper;
-    use crate::params::HopperParams;
+    use crate::params::{GemmParams, HopperParams};
+    use crate::scalar;
+
+    macro_rules! scalar_entry_k8 {
+        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr) => {
+            /// Scalar-tier GEMM entry point, 128 × 128 tiles, eight k steps per loop trip
+            /// (see `scalar`; the same chain as the sm80 module's entry of this name
+            /// without `_k8`).
+            ///
+            /// # Safety
+            /// Launched by the host with a validated `GemmParams`, `scalar::config::THREADS`
+            /// threads and `scalar::config::wide::SMEM_BYTES` of dynamic shared memory.
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
+                use scalar::config::wide::{BK, BN, STEPS_SM90_16BIT, TN};
+                // SAFETY: forwarded launch contract.
+                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN, STEPS_SM90_16BIT>(&p) }
+            }
+        };
+    }
+
+    scalar_entry_k8!(sgemm_bi_scalar_bf16_rr_k8, Bf16, a_k_contiguous: true, b_k_contiguous: false);
+    scalar_entry_k8!(sgemm_bi_scalar_bf16_rc_k8, Bf16, a_k_contiguous: true, b_k_contiguous: true);
+    scalar_entry_k8!(sgemm_bi_scalar_bf16_cr_k8, Bf16, a_k_contiguous: false, b_k_contiguous: false);
+    scalar_entry_k8!(sgemm_bi_scalar_bf16_cc_k8, Bf16, a_k_contiguous: false, b_k_contiguous: true);
+    scalar_entry_k8!(sgemm_bi_scalar_f16_rr_k8, F16, a_k_contiguous: true, b_k_contiguous: false);
+    scalar_entry_k8!(sgemm_bi_scalar_f16_rc_k8, F16, a_k_contiguous: true, b_k_contiguous: true);
+    scalar_entry_k8!(sgemm_bi_scalar_f16_cr_k8, F16, a_k_contiguous: false, b_k_contiguous: false);
+    scalar_entry_k8!(sgemm_bi_scalar_f16_cc_k8, F16, a_k_contiguous: false, b_k_contiguous: true);
 
     macro_rules! hopper_entry {
         ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, bm: $bm:expr, bn: $bn:expr, cluster: $c:expr) => {

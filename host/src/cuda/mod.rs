@@ -42,7 +42,9 @@ pub struct KernelImages {
 /// Which kernels the tensor-core tier may use. Not a tuning knob: the default lets the
 /// planner choose; the others exist so the tests can run both paths on the same inputs
 /// (`SGEMM_BI_FORCE_TC_PATH=portable|hopper`, read once when an engine is created, or
-/// `Engine::with_kernels_and_tc_path`).
+/// `Engine::with_kernels_and_tc_path`). `Portable` also keeps the scalar tier on the sm80
+/// module's entries (on sm_90 its 16-bit 128 × 128 tiles otherwise come from the sm90a
+/// module), so that the tests run those on an H200 too.
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum TcPath {
@@ -50,7 +52,7 @@ pub enum TcPath {
     /// describe the operands, the mma.sync path elsewhere (they give the same bits).
     #[default]
     Auto,
-    /// Only the mma.sync kernels.
+    /// Only the mma.sync kernels (and only the sm80 module's scalar kernels).
     Portable,
     /// Only the Hopper kernels; a call they cannot run is an error.
     Hopper,
@@ -199,22 +201,36 @@ impl Loaded {
         let sms = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(driver_error("cuDeviceGetAttribute"))?;
+        let sm90a = if capability == (9, 0) && !kernels.sm90a.is_empty() {
+            Some(Module::load_best(
+                &ctx,
+                capability,
+                kernels.sm90a_cubin,
+                kernels.sm90a,
+            )?)
+        } else {
+            None
+        };
+        let sm90a_get = sm90a
+            .as_ref()
+            .map(|module| move |name: &str| module.function(name));
         let (sm80, scalar, tensor) = if capability >= (8, 0) {
             let module =
                 Module::load_best(&ctx, capability, kernels.sm80_cubin_sm90, kernels.sm80)?;
             let get = |name: &str| module.function(name);
-            let scalar = scalar::ScalarKernels::load(&get, sms as u32)?;
+            let scalar = scalar::ScalarKernels::load(
+                &get,
+                sm90a_get.as_ref().map(|f| f as &scalar::Lookup),
+                sms as u32,
+            )?;
             let tensor = tensor::TensorKernels::load(&get)?;
             (Some(module), Some(scalar), Some(tensor))
         } else {
             (None, None, None)
         };
-        let (sm90a, hopper) = if capability == (9, 0) && !kernels.sm90a.is_empty() {
-            let module = Module::load_best(&ctx, capability, kernels.sm90a_cubin, kernels.sm90a)?;
-            let hopper = hopper::HopperKernels::load(&|name| module.function(name), sms as usize)?;
-            (Some(module), Some(hopper))
-        } else {
-            (None, None)
+        let hopper = match &sm90a_get {
+            Some(get) => Some(hopper::HopperKernels::load(get, sms as usize)?),
+            None => None,
         };
         Ok(Loaded {
             ctx,
@@ -317,11 +333,12 @@ impl CudaBackend {
         // SAFETY (both arms): forwarded contract.
         match g.tier {
             Tier::Scalar => unsafe {
-                self.loaded
-                    .scalar
-                    .as_ref()
-                    .expect(CHECKED)
-                    .launch(g, p, stream)
+                self.loaded.scalar.as_ref().expect(CHECKED).launch(
+                    g,
+                    p,
+                    stream,
+                    self.tc_path == TcPath::Portable,
+                )
             },
             Tier::TensorCores => unsafe { self.launch_tensor(g, p, stream) },
         }

@@ -90,32 +90,61 @@ pub(crate) fn layout_suffix((a, b): (Layout, Layout)) -> String {
     format!("{}{}", l(a), l(b))
 }
 
-fn entry_name(dtype: DType, layouts: (Layout, Layout), width: Width) -> String {
+/// Finds an entry point of one loaded module by name.
+pub(crate) type Lookup<'a> = dyn Fn(&str) -> Result<sys::CUfunction> + 'a;
+
+/// Which module a scalar entry point comes from: the sm80 module, which every GPU from
+/// sm_80 on loads, or the sm90a module's `_k8` entries (16-bit types, wide tiles, eight k
+/// steps per loop trip), which replace their sm80 twins on compute capability 9.0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    Sm80,
+    Sm90aK8,
+}
+
+/// The module that holds the `dtype` entry of `width` in a table that prefers `k8` entries.
+fn source(dtype: DType, width: Width, k8: bool) -> Source {
+    if k8 && dtype != DType::F32 && width == Width::Wide {
+        Source::Sm90aK8
+    } else {
+        Source::Sm80
+    }
+}
+
+fn entry_name(dtype: DType, layouts: (Layout, Layout), width: Width, from: Source) -> String {
     format!(
-        "sgemm_bi_scalar_{}_{}{}",
+        "sgemm_bi_scalar_{}_{}{}{}",
         dtype.name(),
         layout_suffix(layouts),
-        width.suffix()
+        width.suffix(),
+        if from == Source::Sm90aK8 { "_k8" } else { "" }
     )
 }
 
-/// The twenty-four scalar entry points, `[dtype][layout pair][width]`, each with the number
-/// of its blocks the whole device runs at once.
-pub(crate) struct ScalarKernels {
+/// Twenty-four scalar entry points, `[dtype][layout pair][width]`, each with the number of
+/// its blocks the whole device runs at once.
+struct Table {
     functions: [[[sys::CUfunction; 2]; 4]; 3],
     resident: [[[u32; 2]; 4]; 3],
+    /// The 16-bit wide entries are the sm90a module's `_k8` ones.
+    k8: bool,
 }
 
-impl ScalarKernels {
-    /// Loads the entry points of a module on a device with `sms` multiprocessors.
-    pub(crate) fn load(get: &dyn Fn(&str) -> Result<sys::CUfunction>, sms: u32) -> Result<Self> {
+impl Table {
+    /// Loads a table's entry points (`sm90a` only when `k8`) on a device with `sms`
+    /// multiprocessors.
+    fn load(sm80: &Lookup, sm90a: &Lookup, k8: bool, sms: u32) -> Result<Self> {
         let mut functions = [[[std::ptr::null_mut(); 2]; 4]; 3];
         let mut resident = [[[0; 2]; 4]; 3];
         for (d, dtype) in DTYPES.iter().enumerate() {
             for (l, layouts) in LAYOUTS.iter().enumerate() {
                 for width in Width::ALL {
-                    let name = entry_name(*dtype, *layouts, width);
-                    let f = get(&name)?;
+                    let from = source(*dtype, width, k8);
+                    let name = entry_name(*dtype, *layouts, width, from);
+                    let f = match from {
+                        Source::Sm80 => sm80(&name)?,
+                        Source::Sm90aK8 => sm90a(&name)?,
+                    };
                     // SAFETY: `f` is a function of a module loaded in the current context.
                     let per_sm = unsafe {
                         result::occupancy::max_active_block_per_multiprocessor(
@@ -133,9 +162,34 @@ impl ScalarKernels {
                 }
             }
         }
-        Ok(ScalarKernels {
+        Ok(Table {
             functions,
             resident,
+            k8,
+        })
+    }
+}
+
+/// The scalar entry points of a device: the sm80 module's, and on compute capability 9.0 a
+/// second table with the sm90a module's faster 16-bit wide entries. Both compute every
+/// element with the same chain, so the choice changes only speed.
+pub(crate) struct ScalarKernels {
+    portable: Table,
+    sm90a: Option<Table>,
+}
+
+impl ScalarKernels {
+    /// Loads the entry points of the sm80 module and, when given, the sm90a module's on a
+    /// device with `sms` multiprocessors.
+    pub(crate) fn load(sm80: &Lookup, sm90a: Option<&Lookup>, sms: u32) -> Result<Self> {
+        let unused = |name: &str| -> Result<sys::CUfunction> {
+            unreachable!("{name}: a table without k8 entries loads nothing from sm90a")
+        };
+        Ok(ScalarKernels {
+            portable: Table::load(sm80, &unused, false, sms)?,
+            sm90a: sm90a
+                .map(|get| Table::load(sm80, get, true, sms))
+                .transpose()?,
         })
     }
 
@@ -146,11 +200,16 @@ impl ScalarKernels {
         g: &Gemm,
         p: &GemmPointers,
         stream: sys::CUstream,
+        portable_only: bool,
     ) -> Result<()> {
+        let table = match &self.sm90a {
+            Some(t) if !portable_only => t,
+            _ => &self.portable,
+        };
         let d = DTYPES.iter().position(|&x| x == g.a.dtype).unwrap();
         let layouts = (g.a.layout, g.b.layout);
         let l = LAYOUTS.iter().position(|&x| x == layouts).unwrap();
-        let width = choose_width(g.m, g.n, g.batch, self.resident[d][l]);
+        let width = choose_width(g.m, g.n, g.batch, table.resident[d][l]);
         // At most one wave of blocks, which then loop over the tiles (block b takes tiles b,
         // b + grid, …): measured on the H200, as fast as one block per tile for f32 and 14 %
         // faster for bf16 at 4096³ (docs/perf-notes.md, "Scalar tier").
@@ -158,11 +217,18 @@ impl ScalarKernels {
         // buffers satisfy the caller's contract.
         unsafe {
             launch(
-                self.functions[d][l][width.index()],
-                || entry_name(g.a.dtype, layouts, width),
+                table.functions[d][l][width.index()],
+                || {
+                    entry_name(
+                        g.a.dtype,
+                        layouts,
+                        width,
+                        source(g.a.dtype, width, table.k8),
+                    )
+                },
                 THREADS,
                 width.smem_bytes(),
-                self.resident[d][l][width.index()],
+                table.resident[d][l][width.index()],
                 gemm_params(g, p, BM, width.bn()),
                 stream,
             )
@@ -192,13 +258,23 @@ mod tests {
 
     #[test]
     fn every_width_has_an_entry_point_name() {
+        let name =
+            |dtype, layouts, width, k8| entry_name(dtype, layouts, width, source(dtype, width, k8));
         assert_eq!(
-            entry_name(DType::BF16, LAYOUTS[2], Width::Narrow),
+            name(DType::BF16, LAYOUTS[2], Width::Narrow, true),
             "sgemm_bi_scalar_bf16_cr_n64"
         );
         assert_eq!(
-            entry_name(DType::F32, LAYOUTS[0], Width::Wide),
+            name(DType::F32, LAYOUTS[0], Width::Wide, true),
             "sgemm_bi_scalar_f32_rr"
+        );
+        assert_eq!(
+            name(DType::F16, LAYOUTS[1], Width::Wide, true),
+            "sgemm_bi_scalar_f16_rc_k8"
+        );
+        assert_eq!(
+            name(DType::F16, LAYOUTS[1], Width::Wide, false),
+            "sgemm_bi_scalar_f16_rc"
         );
     }
 }

@@ -40,6 +40,14 @@ pub mod wide {
     pub const BK: u32 = 8;
     /// Columns of a thread's sub-tile.
     pub const TN: usize = 8;
+    /// K steps per trip of the inner loop in the sm80 module's entries. Eight (a whole K
+    /// tile) would let the scheduler load fragments further ahead, but then ptxas spills
+    /// with 64 accumulators in 128 registers: on sm_80 in most entries, on sm_90 in f32's.
+    pub const STEPS: u32 = 2;
+    /// K steps per trip in the sm90a module's entries for the 16-bit types, which sm_90
+    /// assembles without spills: bf16 at 4096³ ran 41.5 → 43.8 TFLOP/s on the H200
+    /// (docs/perf-notes.md, "Scalar tier").
+    pub const STEPS_SM90_16BIT: u32 = 8;
     /// Dynamic shared memory a block needs.
     pub const SMEM_BYTES: u32 = super::smem_bytes(BN, BK);
 }
@@ -53,6 +61,9 @@ pub mod narrow {
     pub const BK: u32 = 16;
     /// Columns of a thread's sub-tile.
     pub const TN: usize = 4;
+    /// K steps per trip of the inner loop: 32 fmas per step leave too little work to cover
+    /// the shared loads' latency with fewer.
+    pub const STEPS: u32 = 8;
     /// Dynamic shared memory a block needs.
     pub const SMEM_BYTES: u32 = super::smem_bytes(BN, BK);
 }

@@ -1,8 +1,9 @@
 //! Staging of A and B tiles through shared memory and the fma chain: the only code that
 //! decides the reduction order of the scalar tier (see the module docs of `scalar`).
 //!
-//! Generic over the tile's width `BN`, its k depth per stage `BK` and a thread's columns `TN`
-//! (`config::wide`, `config::narrow`); the chain is the same for all.
+//! Generic over the tile's width `BN`, its k depth per stage `BK`, a thread's columns `TN` and
+//! the k steps per loop trip `STEPS` (`config::wide`, `config::narrow`); the chain is the same
+//! for all.
 
 use super::config::{pitch, tile_bytes, BM, QUAD, THREADS, THREADS_N, TM};
 use crate::arch::shared::{ld_shared_v4_f32, st_shared_b32, st_shared_v4_b32};
@@ -15,10 +16,6 @@ use core::intrinsics::fmaf32;
 /// The `TM × TN` accumulators of one thread: `acc[r][c]` is output row `row_of(r)`, column
 /// `col_of(c)` of the tile.
 pub type Accumulators<const TN: usize> = [[f32; TN]; TM];
-
-/// K steps per trip of the wide tiles' inner loop (a divisor of `BK`): the loop's own
-/// instructions (counter, test, branch) then cost 2 issue slots per two steps instead of 4.
-const K_UNROLL: u32 = 2;
 
 /// Most quads a thread reads of one operand per K tile (the arrays' length; a shape uses
 /// [`quads_per_thread`] of them).
@@ -205,13 +202,19 @@ pub unsafe fn run<
     const BN: u32,
     const BK: u32,
     const TN: usize,
+    const STEPS: u32,
 >(
     p: &GemmParams,
     t: &Tile,
     tid: u32,
     smem: u32,
 ) -> Accumulators<TN> {
-    const { assert!(BK % K_UNROLL == 0 && (TN != 4 || BK % 8 == 0)) };
+    const {
+        assert!(
+            (STEPS == 2 || STEPS == 8) && BK % STEPS == 0,
+            "whole trips per K tile"
+        )
+    };
     const { assert!(quads_per_thread(BM, BK) <= MAX_QUADS && quads_per_thread(BN, BK) <= MAX_QUADS) };
     let (a_tile_bytes, stage_bytes) = (tile_bytes(BM, BK), tile_bytes(BM, BK) + tile_bytes(BN, BK));
     // A is M × K (contiguous along K when row-major), B is K × N (along K when column-major).
@@ -299,16 +302,16 @@ pub unsafe fn run<
                 }
             }
         };
-        if TN == 4 {
-            // Narrow tiles: 32 fmas per step leave too little work to cover the shared
-            // loads' latency in a loop; eight steps per trip let the scheduler load ahead.
+        // STEPS k steps per loop trip (`config`): the loop's own instructions then cost two
+        // issue slots per trip, and the scheduler can load a step's fragments ahead.
+        if STEPS == 8 {
             for kk8 in 0..BK / 8 {
                 unroll8!(u => { step(kk8 * 8 + u as u32) });
             }
         } else {
-            for kk2 in 0..BK / K_UNROLL {
-                for u in 0..K_UNROLL {
-                    step(kk2 * K_UNROLL + u);
+            for kk2 in 0..BK / 2 {
+                for u in 0..2 {
+                    step(kk2 * 2 + u);
                 }
             }
         }

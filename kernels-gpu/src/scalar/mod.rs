@@ -38,6 +38,7 @@ pub unsafe fn gemm<
     const BN: u32,
     const BK: u32,
     const TN: usize,
+    const STEPS: u32,
 >(
     p: &GemmParams,
 ) {
@@ -50,7 +51,7 @@ pub unsafe fn gemm<
         let t = schedule::tile_coords::<{ config::BM }, BN>(p, tile);
         // SAFETY: forwarded contract; `t` is a tile inside the problem.
         let acc = unsafe {
-            mainloop::run::<E, A_K_CONTIGUOUS, B_K_CONTIGUOUS, BN, BK, TN>(p, &t, tid, smem)
+            mainloop::run::<E, A_K_CONTIGUOUS, B_K_CONTIGUOUS, BN, BK, TN, STEPS>(p, &t, tid, smem)
         };
         // SAFETY: forwarded contract.
         unsafe { epilogue::store::<BN, TN>(p, &t, tid, &acc) };
