@@ -166,9 +166,9 @@ fn the_training_triad_matches_cpu_for_both_weight_layouts() {
 /// with leading dimensions that allow the vector loads (multiples of 4) and ones that do not.
 /// The planner picks by waves (`host/src/cuda/scalar.rs::choose_width`): 4096 × 4096 takes
 /// the wide tiles on any GPU with 160 or more resident blocks (an H200 has 264), 257 × 300
-/// the narrow ones everywhere. On sm_90 the 16-bit wide tiles come from the sm90a module
-/// (eight k steps per loop trip); the engine restricted to portable kernels runs the sm80
-/// module's twins, which other GPUs use.
+/// the narrow ones everywhere. On sm_90 the wide tiles come from the sm90a module (longer
+/// loop trips, f32 copied by cp.async); the engine restricted to portable kernels runs the
+/// sm80 module's twins, which other GPUs use.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn both_scalar_tile_widths_match_cpu_in_every_layout() {

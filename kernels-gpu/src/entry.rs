@@ -4,8 +4,8 @@
 //! column-major; `_unaligned` loads operands element by element (any 2-byte alignment).
 //! The sm90a module has `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_x2|_m<BM>]`
 //! (clusters of two; tiles of BM < 128 rows), and `sgemm_bi_scalar_<dtype>_<A layout><B
-//! layout>_k8` for the 16-bit types: the 128 × 128 scalar tiles with eight k steps per loop
-//! trip, which ptxas fits in 128 registers only for sm_90 (`scalar::config::wide`).
+//! layout>_sm90`: the 128 × 128 scalar tiles with more k steps per loop trip, which ptxas
+//! fits in 128 registers only for sm_90 (`scalar::config::wide`).
 
 #[cfg(not(sgemm_bi_sm90a))]
 pub use sm80::*;
@@ -30,7 +30,7 @@ mod sm80 {
             pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
                 use scalar::config::wide::{BK, BN, STEPS, TN};
                 // SAFETY: forwarded launch contract.
-                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN, STEPS>(&p) }
+                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN, STEPS, false>(&p) }
             }
 
             /// Scalar-tier GEMM entry point, 128 × 64 tiles (see `scalar`).
@@ -42,7 +42,7 @@ mod sm80 {
             pub unsafe extern "ptx-kernel" fn $narrow(p: GemmParams) {
                 use scalar::config::narrow::{BK, BN, STEPS, TN};
                 // SAFETY: forwarded launch contract.
-                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN, STEPS>(&p) }
+                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN, STEPS, false>(&p) }
             }
         };
     }
@@ -96,37 +96,44 @@ mod sm80 {
 
 #[cfg(sgemm_bi_sm90a)]
 mod sm90a {
-    use crate::element::{Bf16, F16};
+    use crate::element::{Bf16, F16, F32};
     use crate::hopper;
     use crate::params::{GemmParams, HopperParams};
     use crate::scalar;
+    use crate::scalar::config::wide::{STEPS_SM90_16BIT, STEPS_SM90_F32};
 
-    macro_rules! scalar_entry_k8 {
-        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr) => {
-            /// Scalar-tier GEMM entry point, 128 × 128 tiles, eight k steps per loop trip
-            /// (see `scalar`; the same chain as the sm80 module's entry of this name
-            /// without `_k8`).
+    macro_rules! scalar_entry_sm90 {
+        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, copy_async: $cp:expr, steps: $st:expr) => {
+            /// Scalar-tier GEMM entry point, 128 × 128 tiles with the loop that sm_90
+            /// assembles unspilled (`scalar::config::wide`; the same chain as the sm80
+            /// module's entry of this name without `_sm90`).
             ///
             /// # Safety
             /// Launched by the host with a validated `GemmParams`, `scalar::config::THREADS`
             /// threads and `scalar::config::wide::SMEM_BYTES` of dynamic shared memory.
             #[no_mangle]
             pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
-                use scalar::config::wide::{BK, BN, STEPS_SM90_16BIT, TN};
+                use scalar::config::wide::{BK, BN, TN};
                 // SAFETY: forwarded launch contract.
-                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN, STEPS_SM90_16BIT>(&p) }
+                unsafe { scalar::gemm::<$elem, $a, $b, BN, BK, TN, $st, $cp>(&p) }
             }
         };
     }
 
-    scalar_entry_k8!(sgemm_bi_scalar_bf16_rr_k8, Bf16, a_k_contiguous: true, b_k_contiguous: false);
-    scalar_entry_k8!(sgemm_bi_scalar_bf16_rc_k8, Bf16, a_k_contiguous: true, b_k_contiguous: true);
-    scalar_entry_k8!(sgemm_bi_scalar_bf16_cr_k8, Bf16, a_k_contiguous: false, b_k_contiguous: false);
-    scalar_entry_k8!(sgemm_bi_scalar_bf16_cc_k8, Bf16, a_k_contiguous: false, b_k_contiguous: true);
-    scalar_entry_k8!(sgemm_bi_scalar_f16_rr_k8, F16, a_k_contiguous: true, b_k_contiguous: false);
-    scalar_entry_k8!(sgemm_bi_scalar_f16_rc_k8, F16, a_k_contiguous: true, b_k_contiguous: true);
-    scalar_entry_k8!(sgemm_bi_scalar_f16_cr_k8, F16, a_k_contiguous: false, b_k_contiguous: false);
-    scalar_entry_k8!(sgemm_bi_scalar_f16_cc_k8, F16, a_k_contiguous: false, b_k_contiguous: true);
+    // f32 copies its M- or N-contiguous operands by cp.async, which frees registers for a
+    // longer loop trip; the 16-bit types are converted on the way, so they cannot.
+    scalar_entry_sm90!(sgemm_bi_scalar_f32_rr_sm90, F32, a_k_contiguous: true, b_k_contiguous: false, copy_async: true, steps: STEPS_SM90_F32);
+    scalar_entry_sm90!(sgemm_bi_scalar_f32_rc_sm90, F32, a_k_contiguous: true, b_k_contiguous: true, copy_async: true, steps: STEPS_SM90_F32);
+    scalar_entry_sm90!(sgemm_bi_scalar_f32_cr_sm90, F32, a_k_contiguous: false, b_k_contiguous: false, copy_async: true, steps: STEPS_SM90_F32);
+    scalar_entry_sm90!(sgemm_bi_scalar_f32_cc_sm90, F32, a_k_contiguous: false, b_k_contiguous: true, copy_async: true, steps: STEPS_SM90_F32);
+    scalar_entry_sm90!(sgemm_bi_scalar_bf16_rr_sm90, Bf16, a_k_contiguous: true, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90_16BIT);
+    scalar_entry_sm90!(sgemm_bi_scalar_bf16_rc_sm90, Bf16, a_k_contiguous: true, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90_16BIT);
+    scalar_entry_sm90!(sgemm_bi_scalar_bf16_cr_sm90, Bf16, a_k_contiguous: false, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90_16BIT);
+    scalar_entry_sm90!(sgemm_bi_scalar_bf16_cc_sm90, Bf16, a_k_contiguous: false, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90_16BIT);
+    scalar_entry_sm90!(sgemm_bi_scalar_f16_rr_sm90, F16, a_k_contiguous: true, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90_16BIT);
+    scalar_entry_sm90!(sgemm_bi_scalar_f16_rc_sm90, F16, a_k_contiguous: true, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90_16BIT);
+    scalar_entry_sm90!(sgemm_bi_scalar_f16_cr_sm90, F16, a_k_contiguous: false, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90_16BIT);
+    scalar_entry_sm90!(sgemm_bi_scalar_f16_cc_sm90, F16, a_k_contiguous: false, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90_16BIT);
 
     macro_rules! hopper_entry {
         ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, bm: $bm:expr, bn: $bn:expr, cluster: $c:expr) => {

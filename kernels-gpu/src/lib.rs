@@ -3,8 +3,8 @@
 //! * `sm80`: every kernel that needs nothing newer than Ampere (the scalar tier and the
 //!   tensor-core tier's mma.sync path).
 //! * `sm90a` (built with `--cfg sgemm_bi_sm90a`): the tensor-core tier's Hopper path
-//!   (wgmma + TMA), and the scalar tier's 16-bit entries that only sm_90 fits unspilled
-//!   (`entry.rs`).
+//!   (wgmma + TMA), and the scalar tier's 128 × 128 entries with the longer loop trips that
+//!   only sm_90 fits unspilled (`entry.rs`).
 //!
 //! Layout of this crate: `arch/` holds one wrapper per PTX instruction and nothing else;
 //! `params.rs` the `#[repr(C)]` structs the host passes by value (the host crate includes

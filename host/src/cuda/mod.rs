@@ -43,7 +43,7 @@ pub struct KernelImages {
 /// planner choose; the others exist so the tests can run both paths on the same inputs
 /// (`SGEMM_BI_FORCE_TC_PATH=portable|hopper`, read once when an engine is created, or
 /// `Engine::with_kernels_and_tc_path`). `Portable` also keeps the scalar tier on the sm80
-/// module's entries (on sm_90 its 16-bit 128 × 128 tiles otherwise come from the sm90a
+/// module's entries (on sm_90 its 128 × 128 tiles otherwise come from the sm90a
 /// module), so that the tests run those on an H200 too.
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -94,18 +94,19 @@ pub(crate) fn layout_suffix((a, b): (Layout, Layout)) -> String {
 pub(crate) type Lookup<'a> = dyn Fn(&str) -> Result<sys::CUfunction> + 'a;
 
 /// Which module a scalar entry point comes from: the sm80 module, which every GPU from
-/// sm_80 on loads, or the sm90a module's `_k8` entries (16-bit types, wide tiles, eight k
-/// steps per loop trip), which replace their sm80 twins on compute capability 9.0.
+/// sm_80 on loads, or the sm90a module's `_sm90` entries (wide tiles with more k steps per
+/// loop trip; f32 copied by cp.async), which replace their sm80 twins on compute capability
+/// 9.0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Source {
     Sm80,
-    Sm90aK8,
+    Sm90a,
 }
 
-/// The module that holds the `dtype` entry of `width` in a table that prefers `k8` entries.
-fn source(dtype: DType, width: Width, k8: bool) -> Source {
-    if k8 && dtype != DType::F32 && width == Width::Wide {
-        Source::Sm90aK8
+/// The module that holds the entry of `width` in a table that prefers the sm90a entries.
+fn source(width: Width, sm90: bool) -> Source {
+    if sm90 && width == Width::Wide {
+        Source::Sm90a
     } else {
         Source::Sm80
     }
@@ -117,7 +118,7 @@ fn entry_name(dtype: DType, layouts: (Layout, Layout), width: Width, from: Sourc
         dtype.name(),
         layout_suffix(layouts),
         width.suffix(),
-        if from == Source::Sm90aK8 { "_k8" } else { "" }
+        if from == Source::Sm90a { "_sm90" } else { "" }
     )
 }
 
@@ -126,24 +127,24 @@ fn entry_name(dtype: DType, layouts: (Layout, Layout), width: Width, from: Sourc
 struct Table {
     functions: [[[sys::CUfunction; 2]; 4]; 3],
     resident: [[[u32; 2]; 4]; 3],
-    /// The 16-bit wide entries are the sm90a module's `_k8` ones.
-    k8: bool,
+    /// The wide entries are the sm90a module's `_sm90` ones.
+    sm90: bool,
 }
 
 impl Table {
-    /// Loads a table's entry points (`sm90a` only when `k8`) on a device with `sms`
+    /// Loads a table's entry points (`sm90a` only when `sm90`) on a device with `sms`
     /// multiprocessors.
-    fn load(sm80: &Lookup, sm90a: &Lookup, k8: bool, sms: u32) -> Result<Self> {
+    fn load(sm80: &Lookup, sm90a: &Lookup, sm90: bool, sms: u32) -> Result<Self> {
         let mut functions = [[[std::ptr::null_mut(); 2]; 4]; 3];
         let mut resident = [[[0; 2]; 4]; 3];
         for (d, dtype) in DTYPES.iter().enumerate() {
             for (l, layouts) in LAYOUTS.iter().enumerate() {
                 for width in Width::ALL {
-                    let from = source(*dtype, width, k8);
+                    let from = source(width, sm90);
                     let name = entry_name(*dtype, *layouts, width, from);
                     let f = match from {
                         Source::Sm80 => sm80(&name)?,
-                        Source::Sm90aK8 => sm90a(&name)?,
+                        Source::Sm90a => sm90a(&name)?,
                     };
                     // SAFETY: `f` is a function of a module loaded in the current context.
                     let per_sm = unsafe {
@@ -165,13 +166,13 @@ impl Table {
         Ok(Table {
             functions,
             resident,
-            k8,
+            sm90,
         })
     }
 }
 
 /// The scalar entry points of a device: the sm80 module's, and on compute capability 9.0 a
-/// second table with the sm90a module's faster 16-bit wide entries. Both compute every
+/// second table with the sm90a module's faster wide entries. Both compute every
 /// element with the same chain, so the choice changes only speed.
 pub(crate) struct ScalarKernels {
     portable: Table,
@@ -183,7 +184,7 @@ impl ScalarKernels {
     /// device with `sms` multiprocessors.
     pub(crate) fn load(sm80: &Lookup, sm90a: Option<&Lookup>, sms: u32) -> Result<Self> {
         let unused = |name: &str| -> Result<sys::CUfunction> {
-            unreachable!("{name}: a table without k8 entries loads nothing from sm90a")
+            unreachable!("{name}: a table without sm90a entries loads nothing from it")
         };
         Ok(ScalarKernels {
             portable: Table::load(sm80, &unused, false, sms)?,
@@ -218,14 +219,7 @@ impl ScalarKernels {
         unsafe {
             launch(
                 table.functions[d][l][width.index()],
-                || {
-                    entry_name(
-                        g.a.dtype,
-                        layouts,
-                        width,
-                        source(g.a.dtype, width, table.k8),
-                    )
-                },
+                || entry_name(g.a.dtype, layouts, width, source(width, table.sm90)),
                 THREADS,
                 width.smem_bytes(),
                 table.resident[d][l][width.index()],
@@ -259,18 +253,22 @@ mod tests {
     #[test]
     fn every_width_has_an_entry_point_name() {
         let name =
-            |dtype, layouts, width, k8| entry_name(dtype, layouts, width, source(dtype, width, k8));
+            |dtype, layouts, width, sm90| entry_name(dtype, layouts, width, source(width, sm90));
         assert_eq!(
             name(DType::BF16, LAYOUTS[2], Width::Narrow, true),
             "sgemm_bi_scalar_bf16_cr_n64"
         );
         assert_eq!(
             name(DType::F32, LAYOUTS[0], Width::Wide, true),
+            "sgemm_bi_scalar_f32_rr_sm90"
+        );
+        assert_eq!(
+            name(DType::F32, LAYOUTS[0], Width::Wide, false),
             "sgemm_bi_scalar_f32_rr"
         );
         assert_eq!(
             name(DType::F16, LAYOUTS[1], Width::Wide, true),
-            "sgemm_bi_scalar_f16_rc_k8"
+            "sgemm_bi_scalar_f16_rc_sm90"
         );
         assert_eq!(
             name(DType::F16, LAYOUTS[1], Width::Wide, false),

@@ -56,11 +56,11 @@ const F32_BYTES: u64 = 4;
 
 /// Finishes consumer warpgroup `wg`'s (WG_M, BN) part of tile `t` in accumulate mode: each
 /// pair is added to the f32 C it holds and stored back, straight from registers
-/// ([`accumulate_rows`] says which). The pairs go in groups of four n8 blocks: the loads of
-/// group q + 1 are issued before group q is added and stored, so a load's latency is paid
-/// about once per group, not once per pair (as when each pair's load waited before its
-/// store: ~16 µs per tile at K = 4096, docs/perf-notes.md). The bias of a pair's columns is
-/// read once for its two rows.
+/// ([`accumulate_rows`] says which). The pairs go in groups of four n8 blocks whose loads
+/// are issued ahead of the stores, further ahead as the stores free registers (see the
+/// body), so that a load's latency is paid about once per few groups, not once per pair (as
+/// when each pair's load waited before its store: ~16 µs per tile at K = 4096,
+/// docs/perf-notes.md). The bias of a pair's columns is read once for its two rows.
 ///
 /// # Safety
 /// Every thread of the warpgroup calls it together. `p.out_mode` is accumulate; N is even
@@ -120,13 +120,20 @@ unsafe fn store_accumulate_with<const BN: u32, const BM: u32, const HAS_BIAS: bo
         });
         old
     };
-    let mut ahead = load_group(0);
+    // Loads run further ahead as the stores free registers: groups 0 and 1 first, then
+    // after storing group q, groups 2q + 2 and 2q + 3. Group q's accumulators and C values
+    // die with its store, so the registers in use stay at 128 accumulators + 32 (ptxas keeps
+    // the kernel at 168 a thread), while the loads of a group have one, two, then up to
+    // four groups' stores to arrive in, instead of one.
+    // SAFETY: all-zero bits are +0.0 (see `load_group`).
+    let mut c: [[[f32; 2]; 2 * GROUP_BLOCKS]; 8] = unsafe { core::mem::zeroed() };
+    c[0] = load_group(0);
+    if groups > 1 {
+        c[1] = load_group(1);
+    }
     unroll8!(q => {
         if q < groups {
-            let old = ahead;
-            if q + 1 < groups {
-                ahead = load_group(q + 1);
-            }
+            let old = c[q];
             unroll4!(jl => {
                 let j = GROUP_BLOCKS * q + jl;
                 let col = col0 + 8 * j as u64;
@@ -148,6 +155,15 @@ unsafe fn store_accumulate_with<const BN: u32, const BM: u32, const HAS_BIAS: bo
                     });
                 }
             });
+            // Only q < 3 loads (2q + 3 ≤ 7, the last of eight groups): a constant test.
+            if q < 3 {
+                unroll2!(d => {
+                    let g = 2 * q + 2 + d;
+                    if g < groups {
+                        c[g] = load_group(g);
+                    }
+                });
+            }
         }
     });
 }

@@ -44,10 +44,13 @@ pub mod wide {
     /// tile) would let the scheduler load fragments further ahead, but then ptxas spills
     /// with 64 accumulators in 128 registers: on sm_80 in most entries, on sm_90 in f32's.
     pub const STEPS: u32 = 2;
-    /// K steps per trip in the sm90a module's entries for the 16-bit types, which sm_90
-    /// assembles without spills: bf16 at 4096³ ran 41.5 → 43.8 TFLOP/s on the H200
+    /// K steps per trip in the sm90a module's `_sm90` entries for the 16-bit types, which
+    /// sm_90 assembles without spills: bf16 at 4096³ ran 41.5 → 43.8 TFLOP/s on the H200
     /// (docs/perf-notes.md, "Scalar tier").
     pub const STEPS_SM90_16BIT: u32 = 8;
+    /// The same for f32, whose `_sm90` entries copy M- or N-contiguous operands by cp.async:
+    /// with eight steps ptxas still spills 4 bytes in two layouts; four fit.
+    pub const STEPS_SM90_F32: u32 = 4;
     /// Dynamic shared memory a block needs.
     pub const SMEM_BYTES: u32 = super::smem_bytes(BN, BK);
 }

@@ -6,6 +6,7 @@
 //! for all.
 
 use super::config::{pitch, tile_bytes, BM, QUAD, THREADS, THREADS_N, TM};
+use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::shared::{ld_shared_v4_f32, st_shared_b32, st_shared_v4_b32};
 use crate::arch::sync::bar_sync;
 use crate::element::Element;
@@ -152,6 +153,56 @@ unsafe fn fetch<E: Element, const K_CONTIGUOUS: bool, const ROWS: u32, const BK:
     quads
 }
 
+/// Copies this thread's quads of an M- or N-contiguous f32 operand's K tile starting at `k0`
+/// straight into the staged (BK, pitch(ROWS)) tile at shared address `tile`: one 16-byte
+/// `cp.async` per quad inside the matrix, so that no register holds them across the k steps;
+/// element by element with a bounds test and an immediate shared store otherwise (tile
+/// edges, unaligned operands: those wait for their loads). The caller waits for the copies
+/// (`cp.async.wait_group`) before the barrier that publishes the tile.
+///
+/// # Safety
+/// `E` is f32 (a quad is then the 16 bytes copied; `run` asserts it). Every in-bounds element
+/// of the operand is readable global memory; `tile` is a staged-tile address inside the
+/// block's dynamic shared memory that no thread reads until that barrier.
+#[inline(always)]
+unsafe fn copy_direct<E: Element, const ROWS: u32, const BK: u32>(
+    op: &OperandTile,
+    tid: u32,
+    k0: u64,
+    tile: u32,
+) {
+    for q in 0..MAX_QUADS {
+        if q >= quads_per_thread(ROWS, BK) {
+            continue;
+        }
+        let (kk, mn) = quad_slot::<false, ROWS>(tid, q);
+        let (gmn, gk) = (op.mn0 + mn as u64, k0 + kk as u64);
+        let first = gk * op.ld + gmn;
+        let line_inside = gk < op.k_limit;
+        let dst = tile + (kk * pitch(ROWS) + mn) * 4;
+        if op.vectors && line_inside && gmn + QUAD as u64 <= op.mn_limit {
+            // SAFETY: the four elements are inside the matrix and `vectors` makes the first
+            // 16-byte aligned; dst is inside the tile (kk < BK, mn + 3 < ROWS) and 16-byte
+            // aligned (pitch and mn multiples of 4), unread until the caller's barrier.
+            unsafe { cp_async_cg_16(dst, op.base + first * E::BYTES, 16) };
+        } else {
+            let mut raw = [op.fill; QUAD as usize];
+            if line_inside {
+                for (j, r) in raw.iter_mut().enumerate() {
+                    if gmn + (j as u64) < op.mn_limit {
+                        // SAFETY: in bounds, by the caller's contract.
+                        *r = unsafe { E::load_raw(op.base, first + j as u64) };
+                    }
+                }
+            }
+            let f = E::quad_to_f32(E::pack_quad(raw)).map(f32::to_bits);
+            // SAFETY: as for the copy above.
+            unsafe { st_shared_v4_b32(dst, f) };
+        }
+    }
+    cp_async_commit_group();
+}
+
 /// Upcasts fetched quads and writes them into a (BK, pitch(ROWS)) tile at shared address
 /// `tile`.
 ///
@@ -203,6 +254,7 @@ pub unsafe fn run<
     const BK: u32,
     const TN: usize,
     const STEPS: u32,
+    const COPY_ASYNC: bool,
 >(
     p: &GemmParams,
     t: &Tile,
@@ -211,7 +263,7 @@ pub unsafe fn run<
 ) -> Accumulators<TN> {
     const {
         assert!(
-            (STEPS == 2 || STEPS == 8) && BK % STEPS == 0,
+            (STEPS == 2 || STEPS == 4 || STEPS == 8) && BK % STEPS == 0,
             "whole trips per K tile"
         )
     };
@@ -234,12 +286,30 @@ pub unsafe fn run<
         p.k,
         0,
     );
-    let fetch_tile = |k0: u64| -> Fetched<E> {
-        // SAFETY: `fetch` reads only in-bounds elements of the validated operands.
+    // With COPY_ASYNC (f32 only), an M- or N-contiguous operand goes to shared memory by
+    // `cp.async` as soon as its K tile is fetched (`copy_direct`), and only a K-contiguous one
+    // waits in registers for the transposed stores after the k steps: four registers fewer
+    // per such operand for the eight-step loop (`config::wide`).
+    let (a_async, b_async) = (COPY_ASYNC && !A_K_CONTIGUOUS, COPY_ASYNC && !B_K_CONTIGUOUS);
+    let fetch_tile = |k0: u64, s: u32| -> Fetched<E> {
+        let base = smem + s * stage_bytes;
+        let unused = [E::pack_quad([0; QUAD as usize]); MAX_QUADS];
+        // SAFETY: `fetch` and `copy_direct` read only in-bounds elements of the validated
+        // operands; stage `s` is not read until the barrier after the caller's wait.
         unsafe {
             Fetched {
-                a: fetch::<E, A_K_CONTIGUOUS, BM, BK>(&a, tid, k0),
-                b: fetch::<E, B_K_CONTIGUOUS, BN, BK>(&b, tid, k0),
+                a: if a_async {
+                    copy_direct::<E, BM, BK>(&a, tid, k0, base);
+                    unused
+                } else {
+                    fetch::<E, A_K_CONTIGUOUS, BM, BK>(&a, tid, k0)
+                },
+                b: if b_async {
+                    copy_direct::<E, BN, BK>(&b, tid, k0, base + a_tile_bytes);
+                    unused
+                } else {
+                    fetch::<E, B_K_CONTIGUOUS, BN, BK>(&b, tid, k0)
+                },
             }
         }
     };
@@ -248,8 +318,15 @@ pub unsafe fn run<
         // SAFETY: stage `s` (0 or 1) lies inside the `smem_bytes(BN, BK)` the block was
         // launched with.
         unsafe {
-            stage::<E, A_K_CONTIGUOUS, BM, BK>(base, tid, &f.a);
-            stage::<E, B_K_CONTIGUOUS, BN, BK>(base + a_tile_bytes, tid, &f.b);
+            if !a_async {
+                stage::<E, A_K_CONTIGUOUS, BM, BK>(base, tid, &f.a);
+            }
+            if !b_async {
+                stage::<E, B_K_CONTIGUOUS, BN, BK>(base + a_tile_bytes, tid, &f.b);
+            }
+        }
+        if a_async || b_async {
+            cp_async_wait_group::<0>();
         }
     };
 
@@ -258,7 +335,7 @@ pub unsafe fn run<
     if k_tiles == 0 {
         return acc;
     }
-    stage_tile(0, &fetch_tile(0));
+    stage_tile(0, &fetch_tile(0, 0));
     bar_sync();
     let a_frag = (tid / THREADS_N) * 4 * 4;
     let b_frag = (tid % THREADS_N) * 4 * 4;
@@ -266,7 +343,7 @@ pub unsafe fn run<
     while kt < k_tiles {
         let s = (kt & 1) as u32;
         let next = if kt + 1 < k_tiles {
-            Some(fetch_tile((kt + 1) * BK as u64))
+            Some(fetch_tile((kt + 1) * BK as u64, s ^ 1))
         } else {
             None
         };
@@ -307,6 +384,10 @@ pub unsafe fn run<
         if STEPS == 8 {
             for kk8 in 0..BK / 8 {
                 unroll8!(u => { step(kk8 * 8 + u as u32) });
+            }
+        } else if STEPS == 4 {
+            for kk4 in 0..BK / 4 {
+                unroll4!(u => { step(kk4 * 4 + u as u32) });
             }
         } else {
             for kk2 in 0..BK / 2 {

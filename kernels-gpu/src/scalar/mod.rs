@@ -39,6 +39,7 @@ pub unsafe fn gemm<
     const BK: u32,
     const TN: usize,
     const STEPS: u32,
+    const COPY_ASYNC: bool,
 >(
     p: &GemmParams,
 ) {
@@ -51,7 +52,9 @@ pub unsafe fn gemm<
         let t = schedule::tile_coords::<{ config::BM }, BN>(p, tile);
         // SAFETY: forwarded contract; `t` is a tile inside the problem.
         let acc = unsafe {
-            mainloop::run::<E, A_K_CONTIGUOUS, B_K_CONTIGUOUS, BN, BK, TN, STEPS>(p, &t, tid, smem)
+            mainloop::run::<E, A_K_CONTIGUOUS, B_K_CONTIGUOUS, BN, BK, TN, STEPS, COPY_ASYNC>(
+                p, &t, tid, smem,
+            )
         };
         // SAFETY: forwarded contract.
         unsafe { epilogue::store::<BN, TN>(p, &t, tid, &acc) };
