@@ -470,6 +470,9 @@ fn kernel_sweep(tiers: &[Tier]) -> Vec<Choice> {
                 // 128 × 128 tiles (264 of them: one full wave of an H200, where 128 × 64
                 // tiles would take two), vector loads.
                 sweep.push(aligned(Tier::Scalar, dtype, (1536, 2816, 9, 1), layouts));
+                // A call split between the widths (an H200: columns 0..2048 in 128 × 128
+                // tiles, the rest in 128 × 64 tiles, a second launch from column 2048).
+                sweep.push(aligned(Tier::Scalar, dtype, (2048, 3072, 9, 1), layouts));
             }
         }
     }

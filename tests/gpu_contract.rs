@@ -164,9 +164,9 @@ fn the_training_triad_matches_cpu_for_both_weight_layouts() {
 
 /// Both tile widths of the scalar kernels (128 × 128 and 128 × 64) in every dtype and layout,
 /// with leading dimensions that allow the vector loads (multiples of 4) and ones that do not.
-/// The planner picks by waves (`host/src/cuda/scalar.rs::choose_width`): 4096 × 4096 takes
+/// The planner picks by waves (`host/src/cuda/scalar.rs::wide_columns`): 4096 × 4096 takes
 /// the wide tiles on any GPU with 160 or more resident blocks (an H200 has 264), 257 × 300
-/// the narrow ones everywhere. On sm_90 the wide tiles come from the sm90a module (longer
+/// the narrow ones everywhere (a call split between the two: the next test). On sm_90 the wide tiles come from the sm90a module (longer
 /// loop trips, f32 copied by cp.async); the engine restricted to portable kernels runs the
 /// sm80 module's twins, which other GPUs use.
 #[test]
@@ -214,6 +214,61 @@ fn both_scalar_tile_widths_match_cpu_in_every_layout() {
                         if let Some((i, w, o)) = first_difference(&want, &got) {
                             panic!("{g:?} ({which} kernels): element {i} cpu {w:#x} gpu {o:#x}");
                         }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A call whose columns the planner splits between the two tile widths (2048 × 3072 on an
+/// H200: columns 0..2048 in wide tiles, 2048..3072 in narrow ones, two launches), so that the
+/// second part's B, bias and C start mid-row or mid-column: every dtype, layout pair and
+/// output mode, with a bias, against the CPU. On a GPU with other occupancy the split may
+/// differ (or not happen); the bits must be the CPU's either way.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_call_split_between_tile_widths_matches_cpu() {
+    let Some(gpu) = gpu_engine() else { return };
+    let portable = Engine::with_tc_path(Device::Cuda(0), TcPath::Portable).unwrap();
+    let cpu = Engine::new(Device::Cpu).unwrap();
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x5eed_0003);
+    let (m, k, n) = (2048, 21, 3072);
+    for dtype in DTYPES {
+        for (a_layout, b_layout) in LAYOUTS.into_iter().flat_map(|a| LAYOUTS.map(|b| (a, b))) {
+            for mode in [OutputMode::Overwrite(dtype), OutputMode::AccumulateF32] {
+                let op = |layout, rows: usize, cols: usize| Operand {
+                    dtype,
+                    layout,
+                    ld: if layout == Layout::RowMajor {
+                        cols
+                    } else {
+                        rows
+                    },
+                    batch_stride: 0,
+                };
+                let g = Gemm {
+                    m,
+                    n,
+                    k,
+                    batch: 1,
+                    a: op(a_layout, m, k),
+                    b: op(b_layout, k, n),
+                    bias: Some(dtype),
+                    c: Output {
+                        mode,
+                        ldc: n,
+                        batch_stride: 0,
+                    },
+                    tier: Tier::Scalar,
+                };
+                let p = Problem::random(g, &mut rng);
+                let want = p.on_cpu(&cpu);
+                for (engine, which) in [(&gpu, "default"), (&portable, "portable")] {
+                    let got = p.on_gpu(engine, &stream);
+                    if let Some((i, w, o)) = first_difference(&want, &got) {
+                        panic!("{g:?} ({which} kernels): element {i} cpu {w:#x} gpu {o:#x}");
                     }
                 }
             }

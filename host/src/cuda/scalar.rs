@@ -4,10 +4,11 @@
 
 use cudarc::driver::{result, sys};
 
+use super::kernel_abi::params::GemmParams;
 use super::kernel_abi::scalar_config::{narrow, wide, BM, THREADS};
 use super::kernel_abi::{gemm_params, launch};
 use crate::error::{Error, Result};
-use crate::types::{DType, Gemm, GemmPointers, Layout};
+use crate::types::{DType, Gemm, GemmPointers, Layout, OutputMode};
 
 const DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
 pub(crate) const LAYOUTS: [(Layout, Layout); 4] = [
@@ -66,22 +67,47 @@ impl Width {
     }
 }
 
-/// The tile width for an `m × n` problem of `batch` entries, given how many blocks of each
-/// width the device runs at once (`resident[Width::index]`): the one whose whole waves
-/// (`⌈tiles / resident⌉`) cost least, wide on a tie. The last wave of a launch is paid in
-/// full however few tiles it holds, so 384 wide tiles on 264 resident blocks take two waves,
-/// where the same problem in 768 narrow tiles takes three of about half the time.
-pub(crate) fn choose_width(m: usize, n: usize, batch: usize, resident: [u32; 2]) -> Width {
-    let cost = |w: Width| {
-        let tiles = m.div_ceil(BM as usize) * n.div_ceil(w.bn() as usize) * batch;
-        let waves = tiles.div_ceil(resident[w.index()].max(1) as usize);
-        waves as f64 * w.relative_tile_time()
-    };
-    if cost(Width::Narrow) < cost(Width::Wide) {
-        Width::Narrow
-    } else {
-        Width::Wide
+/// How many of a problem's columns, from column 0, go to wide tiles; the rest go to narrow
+/// ones, in a second launch.
+///
+/// Chosen by whole waves: the last wave of a launch is paid in full however few tiles it
+/// holds, so each part costs `⌈tiles / resident⌉` waves of its tile time (wide 1.0, narrow
+/// [`Width::relative_tile_time`]), and a second launch a little more. 2048 × 3072 on an H200
+/// (264 resident blocks of either width): all wide is 384 tiles, two waves (2.0); all narrow
+/// 768 tiles, three waves (1.95); 2048 wide columns then 1024 narrow ones, 256 tiles each,
+/// one wave of each (1.65). Every element's chain is the same in either part (C3), so the
+/// split changes only speed.
+pub(crate) fn wide_columns(m: usize, n: usize, batch: usize, resident: [u32; 2]) -> usize {
+    // From all wide down to all narrow; the first of equal costs wins (more wide tiles).
+    let all_wide = n.div_ceil(wide::BN as usize);
+    let mut best = (split_cost(m, n, batch, resident, all_wide), all_wide);
+    for wide_tiles_n in (0..all_wide).rev() {
+        let cost = split_cost(m, n, batch, resident, wide_tiles_n);
+        if cost < best.0 {
+            best = (cost, wide_tiles_n);
+        }
     }
+    (best.1 * wide::BN as usize).min(n)
+}
+
+/// The cost, in wide waves, of `wide_tiles_n` columns of wide tiles and narrow ones for the
+/// rest (see [`wide_columns`]).
+fn split_cost(m: usize, n: usize, batch: usize, resident: [u32; 2], wide_tiles_n: usize) -> f64 {
+    /// A second launch: its start, and the drain between the two.
+    const SECOND_LAUNCH: f64 = 0.05;
+    let tiles_m = m.div_ceil(BM as usize) * batch;
+    let waves = |tiles: usize, w: Width| tiles.div_ceil(resident[w.index()].max(1) as usize);
+    let wide_cols = (wide_tiles_n * Width::Wide.bn() as usize).min(n);
+    let narrow_tiles_n = (n - wide_cols).div_ceil(Width::Narrow.bn() as usize);
+    let wide = waves(tiles_m * wide_tiles_n, Width::Wide) as f64;
+    let narrow =
+        waves(tiles_m * narrow_tiles_n, Width::Narrow) as f64 * Width::Narrow.relative_tile_time();
+    let second = if wide_tiles_n > 0 && narrow_tiles_n > 0 {
+        SECOND_LAUNCH
+    } else {
+        0.0
+    };
+    wide + narrow + second
 }
 
 /// `rr`, `rc`, `cr` or `cc`: the operand layouts as entry-point names spell them.
@@ -210,7 +236,62 @@ impl ScalarKernels {
         let d = DTYPES.iter().position(|&x| x == g.a.dtype).unwrap();
         let layouts = (g.a.layout, g.b.layout);
         let l = LAYOUTS.iter().position(|&x| x == layouts).unwrap();
-        let width = choose_width(g.m, g.n, g.batch, table.resident[d][l]);
+        let wide_cols = wide_columns(g.m, g.n, g.batch, table.resident[d][l]);
+        let full = gemm_params(g, p, BM, wide::BN);
+        // The wide part: columns 0 .. wide_cols.
+        if wide_cols > 0 {
+            let params = GemmParams {
+                n: wide_cols as u64,
+                tiles_n: wide_cols.div_ceil(wide::BN as usize) as u64,
+                ..full
+            };
+            // SAFETY: as below.
+            unsafe { self.launch_part(table, g, d, l, Width::Wide, params, stream)? };
+        }
+        // The narrow part: columns wide_cols .. N, as a problem of its own whose B, bias and
+        // C start at column wide_cols (the strides are the full problem's).
+        if wide_cols < g.n {
+            let j = wide_cols as u64;
+            let b_offset = match g.b.layout {
+                Layout::RowMajor => j,
+                Layout::ColMajor => j * g.b.ld as u64,
+            };
+            let out_bytes = match g.c.mode {
+                OutputMode::Overwrite(dtype) => dtype.size(),
+                OutputMode::AccumulateF32 => DType::F32.size(),
+            } as u64;
+            let params = GemmParams {
+                b: full.b + b_offset * g.b.dtype.size() as u64,
+                bias: g
+                    .bias
+                    .map_or(full.bias, |dtype| full.bias + j * dtype.size() as u64),
+                c: full.c + j * out_bytes,
+                n: (g.n - wide_cols) as u64,
+                tiles_n: (g.n - wide_cols).div_ceil(narrow::BN as usize) as u64,
+                ..full
+            };
+            // SAFETY: as below.
+            unsafe { self.launch_part(table, g, d, l, Width::Narrow, params, stream)? };
+        }
+        Ok(())
+    }
+
+    /// Launches one part of a call in tiles of `width`.
+    ///
+    /// # Safety
+    /// As for `launch`; `params` describes a column range of the call's problem.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch_part(
+        &self,
+        table: &Table,
+        g: &Gemm,
+        d: usize,
+        l: usize,
+        width: Width,
+        params: GemmParams,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let layouts = (g.a.layout, g.b.layout);
         // At most one wave of blocks, which then loop over the tiles (block b takes tiles b,
         // b + grid, …): measured on the H200, as fast as one block per tile for f32 and 14 %
         // faster for bf16 at 4096³ (docs/perf-notes.md, "Scalar tier").
@@ -223,7 +304,7 @@ impl ScalarKernels {
                 THREADS,
                 width.smem_bytes(),
                 table.resident[d][l][width.index()],
-                gemm_params(g, p, BM, width.bn()),
+                params,
                 stream,
             )
         }
@@ -238,16 +319,43 @@ mod tests {
     const H200: [u32; 2] = [264, 264];
 
     #[test]
-    fn a_partial_last_wave_of_wide_tiles_goes_narrow() {
-        // 16 × 24 = 384 wide tiles: two waves of 264; 768 narrow ones: three at 0.65.
-        assert_eq!(choose_width(2048, 3072, 1, H200), Width::Narrow);
-        // 1024 wide tiles fill 3.9 waves; narrow would take 8 × 0.65 = 5.2.
-        assert_eq!(choose_width(4096, 4096, 1, H200), Width::Wide);
+    fn partial_last_waves_move_columns_to_narrow_tiles() {
+        // 16 × 24 = 384 wide tiles: two waves of 264. 16 × 16 wide tiles (2048 columns) and
+        // 16 × 16 narrow ones (1024 columns) fill one wave each: 1 + 0.65 + 0.05.
+        assert_eq!(wide_columns(2048, 3072, 1, H200), 2048);
+        // 1024 wide tiles fill 3.9 waves; no split does better than four waves.
+        assert_eq!(wide_columns(4096, 4096, 1, H200), 4096);
         // Fewer tiles than blocks either way: narrow halves the one wave.
-        assert_eq!(choose_width(300, 300, 1, H200), Width::Narrow);
-        assert_eq!(choose_width(1, 1, 1, H200), Width::Narrow);
-        // The batch counts: 4 × 1024 wide tiles fill 15.5 waves, narrow 31.03 → 32 × 0.65.
-        assert_eq!(choose_width(4096, 4096, 4, H200), Width::Wide);
+        assert_eq!(wide_columns(300, 300, 1, H200), 0);
+        assert_eq!(wide_columns(1, 1, 1, H200), 0);
+        // The batch counts: 4 × 1024 wide tiles fill 15.5 waves (16); 4 × 32 × 30 of them
+        // take 15 and the other 256 columns two narrow waves (16.35).
+        assert_eq!(wide_columns(4096, 4096, 4, H200), 4096);
+        // N not a multiple of 128: the wide part may end with a clipped tile.
+        assert_eq!(wide_columns(4096, 4000, 1, H200), 4000);
+    }
+
+    #[test]
+    fn the_split_never_costs_more_than_one_width() {
+        for (m, n, batch) in [
+            (2048, 3072, 1),
+            (128, 8192, 3),
+            (1000, 1000, 1),
+            (512, 200, 7),
+        ] {
+            let split = wide_columns(m, n, batch, H200);
+            assert!(
+                split % wide::BN as usize == 0 || split == n,
+                "{m} × {n}: {split}"
+            );
+            let cost = split_cost(m, n, batch, H200, split.div_ceil(wide::BN as usize));
+            let all_wide = split_cost(m, n, batch, H200, n.div_ceil(wide::BN as usize));
+            let all_narrow = split_cost(m, n, batch, H200, 0);
+            assert!(
+                cost <= all_wide && cost <= all_narrow,
+                "{m} × {n} × {batch}: {split}"
+            );
+        }
     }
 
     #[test]
