@@ -209,11 +209,9 @@ impl ScalarKernels {
     /// Loads the entry points of the sm80 module and, when given, the sm90a module's on a
     /// device with `sms` multiprocessors.
     pub(crate) fn load(sm80: &Lookup, sm90a: Option<&Lookup>, sms: u32) -> Result<Self> {
-        let unused = |name: &str| -> Result<sys::CUfunction> {
-            unreachable!("{name}: a table without sm90a entries loads nothing from it")
-        };
         Ok(ScalarKernels {
-            portable: Table::load(sm80, &unused, false, sms)?,
+            // A table without sm90a entries never looks in that module.
+            portable: Table::load(sm80, sm80, false, sms)?,
             sm90a: sm90a
                 .map(|get| Table::load(sm80, get, true, sms))
                 .transpose()?,
