@@ -162,13 +162,70 @@ fn the_training_triad_matches_cpu_for_both_weight_layouts() {
     }
 }
 
+/// A scalar-tier call of one batch entry, `m × k × n` in `dtype`, with leading dimensions
+/// `pad` elements over the least each layout allows.
+fn scalar_call(
+    (m, k, n): (usize, usize, usize),
+    dtype: DType,
+    (a_layout, b_layout): (Layout, Layout),
+    pad: usize,
+    bias: Option<DType>,
+    mode: OutputMode,
+) -> Gemm {
+    let op = |layout, rows: usize, cols: usize| Operand {
+        dtype,
+        layout,
+        ld: pad
+            + if layout == Layout::RowMajor {
+                cols
+            } else {
+                rows
+            },
+        batch_stride: 0,
+    };
+    Gemm {
+        m,
+        n,
+        k,
+        batch: 1,
+        a: op(a_layout, m, k),
+        b: op(b_layout, k, n),
+        bias,
+        c: Output {
+            mode,
+            ldc: n,
+            batch_stride: 0,
+        },
+        tier: Tier::Scalar,
+    }
+}
+
+/// `p` on the default GPU engine and on the one restricted to portable kernels, each bit for
+/// bit against `want` (the CPU's result).
+fn assert_both_engines_give(
+    want: &HostBuf,
+    p: &Problem,
+    (gpu, portable): (&Engine, &Engine),
+    stream: &RawStream,
+) {
+    for (engine, which) in [(gpu, "default"), (portable, "portable")] {
+        let got = p.on_gpu(engine, stream);
+        if let Some((i, w, o)) = first_difference(want, &got) {
+            panic!(
+                "{:?} ({which} kernels): element {i} cpu {w:#x} gpu {o:#x}",
+                p.g
+            );
+        }
+    }
+}
+
 /// Both tile widths of the scalar kernels (128 × 128 and 128 × 64) in every dtype and layout,
 /// with leading dimensions that allow the vector loads (multiples of 4) and ones that do not.
 /// The planner picks by waves (`host/src/cuda/scalar.rs::wide_columns`): 4096 × 4096 takes
 /// the wide tiles on any GPU with 160 or more resident blocks (an H200 has 264), 257 × 300
-/// the narrow ones everywhere (a call split between the two: the next test). On sm_90 the wide tiles come from the sm90a module (longer
-/// loop trips, f32 copied by cp.async); the engine restricted to portable kernels runs the
-/// sm80 module's twins, which other GPUs use.
+/// the narrow ones everywhere (a call split between the two: the next test). On sm_90 the
+/// wide tiles come from the sm90a module (longer loop trips, f32 copied by cp.async); the
+/// engine restricted to portable kernels runs the sm80 module's twins, which other GPUs use.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn both_scalar_tile_widths_match_cpu_in_every_layout() {
@@ -177,44 +234,14 @@ fn both_scalar_tile_widths_match_cpu_in_every_layout() {
     let cpu = Engine::new(Device::Cpu).unwrap();
     let stream = RawStream::new();
     let mut rng = Rng::new(0x5eed_0002);
-    for (m, k, n) in [(4096, 27, 4096), (257, 45, 300)] {
+    for shape in [(4096, 27, 4096), (257, 45, 300)] {
         for dtype in DTYPES {
-            for (a_layout, b_layout) in LAYOUTS.into_iter().flat_map(|a| LAYOUTS.map(|b| (a, b))) {
+            for layouts in LAYOUTS.into_iter().flat_map(|a| LAYOUTS.map(|b| (a, b))) {
                 for pad in [0, 1] {
-                    let op = |layout, rows: usize, cols: usize| Operand {
-                        dtype,
-                        layout,
-                        ld: pad
-                            + if layout == Layout::RowMajor {
-                                cols
-                            } else {
-                                rows
-                            },
-                        batch_stride: 0,
-                    };
-                    let g = Gemm {
-                        m,
-                        n,
-                        k,
-                        batch: 1,
-                        a: op(a_layout, m, k),
-                        b: op(b_layout, k, n),
-                        bias: None,
-                        c: Output {
-                            mode: OutputMode::Overwrite(DType::F32),
-                            ldc: n,
-                            batch_stride: 0,
-                        },
-                        tier: Tier::Scalar,
-                    };
+                    let mode = OutputMode::Overwrite(DType::F32);
+                    let g = scalar_call(shape, dtype, layouts, pad, None, mode);
                     let p = Problem::random(g, &mut rng);
-                    let want = p.on_cpu(&cpu);
-                    for (engine, which) in [(&gpu, "default"), (&portable, "portable")] {
-                        let got = p.on_gpu(engine, &stream);
-                        if let Some((i, w, o)) = first_difference(&want, &got) {
-                            panic!("{g:?} ({which} kernels): element {i} cpu {w:#x} gpu {o:#x}");
-                        }
-                    }
+                    assert_both_engines_give(&p.on_cpu(&cpu), &p, (&gpu, &portable), &stream);
                 }
             }
         }
@@ -234,43 +261,12 @@ fn a_call_split_between_tile_widths_matches_cpu() {
     let cpu = Engine::new(Device::Cpu).unwrap();
     let stream = RawStream::new();
     let mut rng = Rng::new(0x5eed_0003);
-    let (m, k, n) = (2048, 21, 3072);
     for dtype in DTYPES {
-        for (a_layout, b_layout) in LAYOUTS.into_iter().flat_map(|a| LAYOUTS.map(|b| (a, b))) {
+        for layouts in LAYOUTS.into_iter().flat_map(|a| LAYOUTS.map(|b| (a, b))) {
             for mode in [OutputMode::Overwrite(dtype), OutputMode::AccumulateF32] {
-                let op = |layout, rows: usize, cols: usize| Operand {
-                    dtype,
-                    layout,
-                    ld: if layout == Layout::RowMajor {
-                        cols
-                    } else {
-                        rows
-                    },
-                    batch_stride: 0,
-                };
-                let g = Gemm {
-                    m,
-                    n,
-                    k,
-                    batch: 1,
-                    a: op(a_layout, m, k),
-                    b: op(b_layout, k, n),
-                    bias: Some(dtype),
-                    c: Output {
-                        mode,
-                        ldc: n,
-                        batch_stride: 0,
-                    },
-                    tier: Tier::Scalar,
-                };
+                let g = scalar_call((2048, 21, 3072), dtype, layouts, 0, Some(dtype), mode);
                 let p = Problem::random(g, &mut rng);
-                let want = p.on_cpu(&cpu);
-                for (engine, which) in [(&gpu, "default"), (&portable, "portable")] {
-                    let got = p.on_gpu(engine, &stream);
-                    if let Some((i, w, o)) = first_difference(&want, &got) {
-                        panic!("{g:?} ({which} kernels): element {i} cpu {w:#x} gpu {o:#x}");
-                    }
-                }
+                assert_both_engines_give(&p.on_cpu(&cpu), &p, (&gpu, &portable), &stream);
             }
         }
     }
