@@ -468,11 +468,13 @@ fn kernel_sweep(tiers: &[Tier]) -> Vec<Choice> {
                     ..aligned(Tier::Scalar, dtype, (130, 70, 90, 1), layouts)
                 });
                 // 128 × 128 tiles (264 of them: one full wave of an H200, where 128 × 64
-                // tiles would take two), vector loads.
-                sweep.push(aligned(Tier::Scalar, dtype, (1536, 2816, 9, 1), layouts));
+                // tiles would take two), vector loads; K = 41 is five whole K tiles of 8
+                // (read through the mainloop's cursors) and a partial one.
+                sweep.push(aligned(Tier::Scalar, dtype, (1536, 2816, 41, 1), layouts));
                 // A call split between the widths (an H200: columns 0..2048 in 128 × 128
-                // tiles, the rest in 128 × 64 tiles, a second launch from column 2048).
-                sweep.push(aligned(Tier::Scalar, dtype, (2048, 3072, 9, 1), layouts));
+                // tiles, the rest in 128 × 64 tiles, a second launch from column 2048;
+                // those have two whole K tiles of 16 and a partial one).
+                sweep.push(aligned(Tier::Scalar, dtype, (2048, 3072, 41, 1), layouts));
             }
         }
     }

@@ -3,7 +3,8 @@
 //! CPU backend bit for bit (at sampled rows of the large output, which by batch invariance
 //! the CPU computes from those rows alone; at every element of the long-K output); the
 //! tensor-core tier against the same rows run alone on the GPU (batch invariance) and a
-//! float64 reference. Needs about 9 GB of device memory; `#[ignore]`d like every GPU test:
+//! float64 reference; and leading dimensions at the scalar kernels' 32-bit offset bound.
+//! Needs about 9 GB of device memory; `#[ignore]`d like every GPU test:
 //! `bash .gpu/run gpu_large` runs them on the GPU host.
 
 mod gpu_support;
@@ -273,5 +274,39 @@ fn a_reduction_of_two_to_the_20() {
                 assert!(rel < 1e-2, "{dtype}: relative error {rel}");
             }
         }
+    }
+}
+
+/// A row-major A whose rows lie hundreds of megabytes apart. The scalar kernels read the
+/// K tiles wholly inside an operand through a block address plus each thread's 32-bit
+/// offset (`kernels-gpu/src/scalar/mainloop.rs`, `Cursor`): at lda = 4·10⁶ f32 those offsets
+/// reach 2.0·10⁹ bytes, just under the kernels' 2³¹ bound; at lda = 8.6·10⁶ they would pass
+/// 2³² and wrap, so the kernel must take its general loads. Both against the CPU backend,
+/// bit for bit.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn leading_dimensions_at_the_scalar_offset_bound() {
+    let Some(gpu) = gpu_engine() else { return };
+    let cpu = Engine::new(Device::Cpu).unwrap();
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x1a770);
+    // One 128-row tile, K = five K tiles of 8.
+    let (m, n, k) = (128, 128, 40);
+    for lda in [4_000_000, 8_600_000] {
+        let g = Gemm {
+            a: Operand::row_major(DType::F32, lda),
+            tier: Tier::Scalar,
+            ..Gemm::dense(m, n, k, DType::F32)
+        };
+        let p = gpu_support::Problem::random(g, &mut rng);
+        let got = p.on_gpu(&gpu, &stream);
+        let want = p.on_cpu(&cpu);
+        if let Some((i, w, o)) = first_difference(&want, &got) {
+            panic!("f32 scalar, lda = {lda}: element {i}: cpu {w:#x} gpu {o:#x}");
+        }
+        println!(
+            "f32 scalar, {m}×{n}×{k}, lda = {lda}: all {} outputs = CPU",
+            m * n
+        );
     }
 }

@@ -80,30 +80,99 @@ struct OperandTile {
     /// Whether every quad's first element is aligned to the quad's size (the base is, and
     /// `ld` is a multiple of `QUAD`), so that a quad inside the matrix is one vector load.
     vectors: bool,
+    /// Whether `vectors` holds and the tile's rows (A) or columns (B) all lie inside the
+    /// matrix: then every quad of a K tile that ends at or before K is one vector inside the
+    /// matrix, which a [`Cursor`] reads without index arithmetic or bounds tests.
+    interior: bool,
     /// Raw bits read outside the matrix (A: −0.0, B: +0.0, so that padded k steps leave
     /// every chain as it is; see `Element::NEG_ZERO`).
     fill: u32,
 }
 
 impl OperandTile {
+    /// The operand tile of `rows` rows (A) or columns (B) from `mn0`.
     fn new<E: Element>(
         base: u64,
         ld: u64,
-        mn0: u64,
+        (mn0, rows): (u64, u32),
         mn_limit: u64,
         k_limit: u64,
         fill: u32,
     ) -> Self {
         let quad_bytes = QUAD as u64 * E::BYTES;
+        let vectors = base % quad_bytes == 0 && ld % QUAD as u64 == 0;
         OperandTile {
             base,
             ld,
             mn0,
             mn_limit,
             k_limit,
-            vectors: base % quad_bytes == 0 && ld % QUAD as u64 == 0,
+            vectors,
+            interior: vectors && mn0 + rows as u64 <= mn_limit,
             fill,
         }
+    }
+}
+
+/// This thread's quads of an [`interior`](OperandTile::interior) operand tile: a byte
+/// address common to the block that moves one K tile per [`advance`](Cursor::advance),
+/// plus this thread's fixed 32-bit offset from it. The K tiles wholly inside K then read
+/// their quads with no index arithmetic and no bounds test, which otherwise cost about as
+/// many issue slots per K tile as a sixth of its fmas; the block's part stays in uniform
+/// registers, so a thread holds one register per operand.
+struct Cursor {
+    /// Address of the tile's element (first row or column, k0).
+    origin: u64,
+    /// Bytes from `origin` to this thread's quad 0.
+    offset: u32,
+    /// Bytes from one quad of this thread to the next (the same for every K tile).
+    quad_stride: u32,
+    /// Bytes from one K tile to the next.
+    tile_stride: u64,
+}
+
+impl Cursor {
+    /// The cursor of `op`'s K tile from `k0`, or `None` when a thread's offsets might not
+    /// fit in 31 bits (a leading dimension past about four million f32 or eight million
+    /// 16-bit elements); the K tiles then take the general loads.
+    #[inline(always)]
+    fn new<E: Element, const K_CONTIGUOUS: bool, const ROWS: u32, const BK: u32>(
+        op: &OperandTile,
+        tid: u32,
+        k0: u64,
+    ) -> Option<Self> {
+        // The farthest element of the tile from its origin is (ROWS, BK) rows or k steps of
+        // `ld` elements away at most.
+        if (ROWS.max(BK) as u64 + 1) * op.ld * E::BYTES >= 1 << 31 {
+            return None;
+        }
+        let (kk, mn) = quad_slot::<K_CONTIGUOUS, ROWS>(tid, 0);
+        // The quads of a thread differ in k only (`quad_slot`), by a constant.
+        let quad_dk = quad_slot::<K_CONTIGUOUS, ROWS>(tid, 1).0 - kk;
+        let ld = op.ld as u32;
+        let bytes = E::BYTES as u32;
+        let (origin, offset, k_stride) = if K_CONTIGUOUS {
+            (op.mn0 * op.ld + k0, mn * ld + kk, bytes)
+        } else {
+            (k0 * op.ld + op.mn0, kk * ld + mn, ld * bytes)
+        };
+        Some(Cursor {
+            origin: op.base + origin * E::BYTES,
+            offset: offset * bytes,
+            quad_stride: quad_dk * k_stride,
+            tile_stride: BK as u64 * k_stride as u64,
+        })
+    }
+
+    /// Address of quad `q` in the current K tile.
+    #[inline(always)]
+    fn quad(&self, q: usize) -> u64 {
+        self.origin + (self.offset + q as u32 * self.quad_stride) as u64
+    }
+
+    #[inline(always)]
+    fn advance(&mut self) {
+        self.origin += self.tile_stride;
     }
 }
 
@@ -203,6 +272,42 @@ unsafe fn copy_direct<E: Element, const ROWS: u32, const BK: u32>(
     cp_async_commit_group();
 }
 
+/// [`fetch`] for a K tile wholly inside the operand, at `cur`.
+///
+/// # Safety
+/// The operand is [`interior`](OperandTile::interior) and `cur` is at a K tile that ends at
+/// or before K: every quad is then one aligned vector inside the matrix.
+#[inline(always)]
+unsafe fn fetch_whole<E: Element, const ROWS: u32, const BK: u32>(
+    cur: &Cursor,
+) -> [E::Quad; MAX_QUADS] {
+    let mut quads = [E::pack_quad([0; QUAD as usize]); MAX_QUADS];
+    for (q, quad) in quads.iter_mut().enumerate() {
+        if q < quads_per_thread(ROWS, BK) {
+            // SAFETY: by the caller's contract.
+            *quad = unsafe { E::load_quad(cur.quad(q), 0) };
+        }
+    }
+    quads
+}
+
+/// [`copy_direct`] for a K tile wholly inside the operand, at `cur`.
+///
+/// # Safety
+/// As for [`copy_direct`] and [`fetch_whole`].
+#[inline(always)]
+unsafe fn copy_whole<const ROWS: u32, const BK: u32>(cur: &Cursor, tid: u32, tile: u32) {
+    for q in 0..MAX_QUADS {
+        if q < quads_per_thread(ROWS, BK) {
+            let (kk, mn) = quad_slot::<false, ROWS>(tid, q);
+            // SAFETY: the 16 bytes are an aligned vector inside the matrix (the caller's
+            // contract); dst as in `copy_direct`.
+            unsafe { cp_async_cg_16(tile + (kk * pitch(ROWS) + mn) * 4, cur.quad(q), 16) };
+        }
+    }
+    cp_async_commit_group();
+}
+
 /// Upcasts fetched quads and writes them into a (BK, pitch(ROWS)) tile at shared address
 /// `tile`.
 ///
@@ -255,6 +360,7 @@ pub unsafe fn run<
     const TN: usize,
     const STEPS: u32,
     const COPY_ASYNC: bool,
+    const CURSORS: bool,
 >(
     p: &GemmParams,
     t: &Tile,
@@ -273,7 +379,7 @@ pub unsafe fn run<
     let a = OperandTile::new::<E>(
         p.a + t.batch * p.batch_stride_a * E::BYTES,
         p.lda,
-        t.m0,
+        (t.m0, BM),
         p.m,
         p.k,
         E::NEG_ZERO,
@@ -281,7 +387,7 @@ pub unsafe fn run<
     let b = OperandTile::new::<E>(
         p.b + t.batch * p.batch_stride_b * E::BYTES,
         p.ldb,
-        t.n0,
+        (t.n0, BN),
         p.n,
         p.k,
         0,
@@ -337,9 +443,56 @@ pub unsafe fn run<
     }
     stage_tile(0, &fetch_tile(0, 0));
     bar_sync();
-    let a_frag = (tid / THREADS_N) * 4 * 4;
-    let b_frag = (tid % THREADS_N) * 4 * 4;
+    let compute = |acc: &mut Accumulators<TN>, s: u32| {
+        let a_tile = smem + s * stage_bytes;
+        // SAFETY: stage `s` holds the staged tiles of `smem_bytes(BN, BK)`.
+        unsafe { k_steps::<BN, BK, TN, STEPS>(acc, a_tile, a_tile + a_tile_bytes, tid) };
+    };
     let mut kt = 0u64;
+    // While the next K tile lies wholly inside both operands (every K tile but the last,
+    // partial one, in most problems), its loads go through cursors: in the entries where
+    // ptxas fits both loops' registers without spills (`cursors:` in `entry.rs`).
+    let whole_tiles = if CURSORS && a.interior && b.interior {
+        p.k / BK as u64
+    } else {
+        0
+    };
+    if let (true, Some(mut a_cur), Some(mut b_cur)) = (
+        whole_tiles > 1,
+        Cursor::new::<E, A_K_CONTIGUOUS, BM, BK>(&a, tid, BK as u64),
+        Cursor::new::<E, B_K_CONTIGUOUS, BN, BK>(&b, tid, BK as u64),
+    ) {
+        while kt + 1 < whole_tiles {
+            let s = (kt & 1) as u32;
+            let base = smem + (s ^ 1) * stage_bytes;
+            let unused = [E::pack_quad([0; QUAD as usize]); MAX_QUADS];
+            // SAFETY: both operands are interior and the cursors are at K tile kt + 1, which
+            // ends at or before K; stage `s ^ 1` is not read until the barrier below.
+            let next = unsafe {
+                Fetched::<E> {
+                    a: if a_async {
+                        copy_whole::<BM, BK>(&a_cur, tid, base);
+                        unused
+                    } else {
+                        fetch_whole::<E, BM, BK>(&a_cur)
+                    },
+                    b: if b_async {
+                        copy_whole::<BN, BK>(&b_cur, tid, base + a_tile_bytes);
+                        unused
+                    } else {
+                        fetch_whole::<E, BN, BK>(&b_cur)
+                    },
+                }
+            };
+            a_cur.advance();
+            b_cur.advance();
+            compute(&mut acc, s);
+            stage_tile(s ^ 1, &next);
+            bar_sync();
+            kt += 1;
+        }
+    }
+    // The rest (every K tile without cursors) with bounds tests, the same chain.
     while kt < k_tiles {
         let s = (kt & 1) as u32;
         let next = if kt + 1 < k_tiles {
@@ -347,55 +500,7 @@ pub unsafe fn run<
         } else {
             None
         };
-        let a_tile = smem + s * stage_bytes;
-        let b_tile = a_tile + a_tile_bytes;
-        // One k step: this thread's fragments of A and B from the stage, then TM × TN fmas.
-        let mut step = |kk: u32| {
-            let (a_row, b_row) = (a_tile + kk * pitch(BM) * 4, b_tile + kk * pitch(BN) * 4);
-            // SAFETY: fragment addresses are 16-byte aligned (pitches and fragment offsets
-            // are multiples of 4 words) and inside the staged tiles.
-            let (a_lo, a_hi, b_lo, b_hi) = unsafe {
-                (
-                    ld_shared_v4_f32(a_row + a_frag),
-                    ld_shared_v4_f32(a_row + a_frag + BM / 2 * 4),
-                    ld_shared_v4_f32(b_row + b_frag),
-                    if TN == 8 {
-                        ld_shared_v4_f32(b_row + b_frag + BN / 2 * 4)
-                    } else {
-                        [0.0; 4]
-                    },
-                )
-            };
-            let a = [
-                a_lo[0], a_lo[1], a_lo[2], a_lo[3], a_hi[0], a_hi[1], a_hi[2], a_hi[3],
-            ];
-            let b = [
-                b_lo[0], b_lo[1], b_lo[2], b_lo[3], b_hi[0], b_hi[1], b_hi[2], b_hi[3],
-            ];
-            for r in 0..TM {
-                for c in 0..TN {
-                    // The one operation of the chain: k ascends with kt, then kk.
-                    acc[r][c] = fmaf32(a[r], b[c], acc[r][c]);
-                }
-            }
-        };
-        // STEPS k steps per loop trip (`config`): the loop's own instructions then cost two
-        // issue slots per trip, and the scheduler can load a step's fragments ahead.
-        if STEPS == 8 {
-            for kk8 in 0..BK / 8 {
-                unroll8!(u => { step(kk8 * 8 + u as u32) });
-            }
-        } else if STEPS == 4 {
-            for kk4 in 0..BK / 4 {
-                unroll4!(u => { step(kk4 * 4 + u as u32) });
-            }
-        } else {
-            for kk2 in 0..BK / 2 {
-                for u in 0..2 {
-                    step(kk2 * 2 + u);
-                }
-            }
-        }
+        compute(&mut acc, s);
         if let Some(f) = next {
             stage_tile(s ^ 1, &f);
         }
@@ -403,4 +508,68 @@ pub unsafe fn run<
         kt += 1;
     }
     acc
+}
+
+/// The `BK` k steps of one staged K tile (A at shared address `a_tile`, B at `b_tile`): this
+/// thread's fragments of A and B, then `TM × TN` fmas per step.
+///
+/// # Safety
+/// Both addresses are staged tiles inside the block's dynamic shared memory, published by a
+/// barrier.
+#[inline(always)]
+unsafe fn k_steps<const BN: u32, const BK: u32, const TN: usize, const STEPS: u32>(
+    acc: &mut Accumulators<TN>,
+    a_tile: u32,
+    b_tile: u32,
+    tid: u32,
+) {
+    let a_frag = (tid / THREADS_N) * 4 * 4;
+    let b_frag = (tid % THREADS_N) * 4 * 4;
+    // One k step: this thread's fragments of A and B from the stage, then TM × TN fmas.
+    let mut step = |kk: u32| {
+        let (a_row, b_row) = (a_tile + kk * pitch(BM) * 4, b_tile + kk * pitch(BN) * 4);
+        // SAFETY: fragment addresses are 16-byte aligned (pitches and fragment offsets
+        // are multiples of 4 words) and inside the staged tiles.
+        let (a_lo, a_hi, b_lo, b_hi) = unsafe {
+            (
+                ld_shared_v4_f32(a_row + a_frag),
+                ld_shared_v4_f32(a_row + a_frag + BM / 2 * 4),
+                ld_shared_v4_f32(b_row + b_frag),
+                if TN == 8 {
+                    ld_shared_v4_f32(b_row + b_frag + BN / 2 * 4)
+                } else {
+                    [0.0; 4]
+                },
+            )
+        };
+        let a = [
+            a_lo[0], a_lo[1], a_lo[2], a_lo[3], a_hi[0], a_hi[1], a_hi[2], a_hi[3],
+        ];
+        let b = [
+            b_lo[0], b_lo[1], b_lo[2], b_lo[3], b_hi[0], b_hi[1], b_hi[2], b_hi[3],
+        ];
+        for r in 0..TM {
+            for c in 0..TN {
+                // The one operation of the chain: k ascends with kt, then kk.
+                acc[r][c] = fmaf32(a[r], b[c], acc[r][c]);
+            }
+        }
+    };
+    // STEPS k steps per loop trip (`config`): the loop's own instructions then cost two
+    // issue slots per trip, and the scheduler can load a step's fragments ahead.
+    if STEPS == 8 {
+        for kk8 in 0..BK / 8 {
+            unroll8!(u => { step(kk8 * 8 + u as u32) });
+        }
+    } else if STEPS == 4 {
+        for kk4 in 0..BK / 4 {
+            unroll4!(u => { step(kk4 * 4 + u as u32) });
+        }
+    } else {
+        for kk2 in 0..BK / 2 {
+            for u in 0..2 {
+                step(kk2 * 2 + u);
+            }
+        }
+    }
 }

@@ -40,6 +40,7 @@ pub unsafe fn gemm<
     const TN: usize,
     const STEPS: u32,
     const COPY_ASYNC: bool,
+    const CURSORS: bool,
 >(
     p: &GemmParams,
 ) {
@@ -52,7 +53,7 @@ pub unsafe fn gemm<
         let t = schedule::tile_coords::<{ config::BM }, BN>(p, tile);
         // SAFETY: forwarded contract; `t` is a tile inside the problem.
         let acc = unsafe {
-            mainloop::run::<E, A_K_CONTIGUOUS, B_K_CONTIGUOUS, BN, BK, TN, STEPS, COPY_ASYNC>(
+            mainloop::run::<E, A_K_CONTIGUOUS, B_K_CONTIGUOUS, BN, BK, TN, STEPS, COPY_ASYNC, CURSORS>(
                 p, &t, tid, smem,
             )
         };
