@@ -142,7 +142,8 @@ impl Cursor {
         k0: u64,
     ) -> Option<Self> {
         // The farthest element of the tile from its origin is (ROWS, BK) rows or k steps of
-        // `ld` elements away at most.
+        // `ld` elements away at most. (The product cannot wrap: the cursors serve interior
+        // tiles with two whole K tiles, so ROWS rows or 2·BK k steps of `ld` are allocated.)
         if (ROWS.max(BK) as u64 + 1) * op.ld * E::BYTES >= 1 << 31 {
             return None;
         }
