@@ -49,7 +49,8 @@ pub mod wide {
     /// (docs/perf-notes.md, "Scalar tier").
     pub const STEPS_SM90_16BIT: u32 = 8;
     /// The same for f32, whose `_sm90` entries copy M- or N-contiguous operands by cp.async:
-    /// with eight steps ptxas still spills 4 bytes in two layouts; four fit.
+    /// with eight steps ptxas spills 4 bytes in `cr` (and, before the cursors of
+    /// `mainloop`, in `rr` too); four fit in every layout.
     pub const STEPS_SM90_F32: u32 = 4;
     /// Dynamic shared memory a block needs.
     pub const SMEM_BYTES: u32 = super::smem_bytes(BN, BK);
