@@ -49,9 +49,12 @@ pub mod wide {
     /// (docs/perf-notes.md, "Scalar tier").
     pub const STEPS_SM90_16BIT: u32 = 8;
     /// The same for f32, whose `_sm90` entries copy M- or N-contiguous operands by cp.async:
-    /// with eight steps ptxas spills 4 bytes in `cr` (and, before the cursors of
-    /// `mainloop`, in `rr` too); four fit in every layout.
-    pub const STEPS_SM90_F32: u32 = 4;
+    /// eight fit without spills in `rr`, `rc` and `cc` (`rr` since the cursors of
+    /// `mainloop`).
+    pub const STEPS_SM90_F32: u32 = 8;
+    /// f32's `cr` entry (both operands M- or N-contiguous, no cursors): with eight steps
+    /// ptxas spills 4 bytes there; four fit.
+    pub const STEPS_SM90_F32_CR: u32 = 4;
     /// Dynamic shared memory a block needs.
     pub const SMEM_BYTES: u32 = super::smem_bytes(BN, BK);
 }
