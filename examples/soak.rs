@@ -390,12 +390,15 @@ fn make_problem(rng: &mut Rng, choice: &Choice) -> Problem {
 /// strides of A, B and C and N multiples of 8), so that the Hopper path can take it; with
 /// `SGEMM_BI_FORCE_TC_PATH=portable` the same calls run the mma.sync kernels with the
 /// 16-byte loaders (`sgemm_bi_tc_*`).
-const SWEEP_TC_SHAPES: [(usize, usize, usize, usize); 8] = [
+const SWEEP_TC_SHAPES: [(usize, usize, usize, usize); 9] = [
     // 132 tiles of 128 × 256, one round on 132 SMs (narrower tiles take two rounds or more),
     // in twelve tile rows: `_n256_x2` (clusters of two).
     (1500, 2800, 100, 1),
     // The same in one tile row, over twelve batch entries sharing B: `_n256`.
     (120, 2800, 72, 12),
+    // 192 tiles of 128 × 192, two rounds (144 of 256 also take two, 276 of 128 three):
+    // `_n192`.
+    (1500, 2900, 72, 1),
     // 128 tiles of 128 × 128, one round (256 tiles of 128 × 64 take two): `_n128`.
     (1000, 2000, 72, 1),
     // 128 tiles of 128 × 64, one round, too many for 64-row tiles: `_n64`.

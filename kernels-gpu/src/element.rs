@@ -199,7 +199,7 @@ pub trait WgmmaElement: Copy {
 
 #[cfg(sgemm_bi_sm90a)]
 macro_rules! wgmma_element {
-    ($t:ty, $n256:ident, $n128:ident, $n64:ident) => {
+    ($t:ty, $n256:ident, $n192:ident, $n128:ident, $n64:ident) => {
         impl WgmmaElement for $t {
             #[inline(always)]
             unsafe fn wgmma<const TA: u32, const TB: u32, const BN: u32>(
@@ -207,11 +207,12 @@ macro_rules! wgmma_element {
                 a: u64,
                 b: u64,
             ) {
-                use crate::arch::wgmma::{$n128, $n256, $n64};
+                use crate::arch::wgmma::{$n128, $n192, $n256, $n64};
                 // SAFETY: forwarded contract.
                 unsafe {
                     match BN {
                         256 => $n256::<TA, TB>(d, a, b),
+                        192 => $n192::<TA, TB>(d, a, b),
                         128 => $n128::<TA, TB>(d, a, b),
                         _ => $n64::<TA, TB>(d, a, b),
                     }
@@ -225,6 +226,7 @@ macro_rules! wgmma_element {
 wgmma_element!(
     Bf16,
     wgmma_m64n256k16_f32_bf16,
+    wgmma_m64n192k16_f32_bf16,
     wgmma_m64n128k16_f32_bf16,
     wgmma_m64n64k16_f32_bf16
 );
@@ -232,6 +234,7 @@ wgmma_element!(
 wgmma_element!(
     F16,
     wgmma_m64n256k16_f32_f16,
+    wgmma_m64n192k16_f32_f16,
     wgmma_m64n128k16_f32_f16,
     wgmma_m64n64k16_f32_f16
 );

@@ -178,6 +178,14 @@ mod sm90a {
         sgemm_bi_hopper_f16_rc_n256 F16, true, true, 128, 256, 1;
         sgemm_bi_hopper_f16_cr_n256 F16, false, false, 128, 256, 1;
         sgemm_bi_hopper_f16_cc_n256 F16, false, true, 128, 256, 1;
+        sgemm_bi_hopper_bf16_rr_n192 Bf16, true, false, 128, 192, 1;
+        sgemm_bi_hopper_bf16_rc_n192 Bf16, true, true, 128, 192, 1;
+        sgemm_bi_hopper_bf16_cr_n192 Bf16, false, false, 128, 192, 1;
+        sgemm_bi_hopper_bf16_cc_n192 Bf16, false, true, 128, 192, 1;
+        sgemm_bi_hopper_f16_rr_n192 F16, true, false, 128, 192, 1;
+        sgemm_bi_hopper_f16_rc_n192 F16, true, true, 128, 192, 1;
+        sgemm_bi_hopper_f16_cr_n192 F16, false, false, 128, 192, 1;
+        sgemm_bi_hopper_f16_cc_n192 F16, false, true, 128, 192, 1;
         sgemm_bi_hopper_bf16_rr_n128 Bf16, true, false, 128, 128, 1;
         sgemm_bi_hopper_bf16_rc_n128 Bf16, true, true, 128, 128, 1;
         sgemm_bi_hopper_bf16_cr_n128 Bf16, false, false, 128, 128, 1;

@@ -116,10 +116,12 @@ pub(crate) fn tile_m(g: &Gemm, sms: usize) -> u32 {
 
 /// What a block tile of width `bn` computes per unit of time, relative to the widest: the
 /// narrower tiles reuse each A tile over fewer columns and issue smaller wgmmas. Estimates,
-/// checked against the benchmark suite (docs/perf-notes.md), not measured per shape.
+/// checked against the benchmark suite (docs/perf-notes.md), not measured per shape (192:
+/// between its neighbours).
 fn width_rate(bn: u32) -> f64 {
     match bn {
         256 => 1.0,
+        192 => 0.95,
         128 => 0.9,
         _ => 0.75,
     }
@@ -129,7 +131,7 @@ fn width_rate(bn: u32) -> f64 {
 /// 128-row tiles, the width whose rounds of tiles over the persistent blocks take the least
 /// time: rounds (`ceil(tiles / sms)`) × width / `width_rate`, the widest on a tie. So a
 /// shape whose wide tiles leave a second round half empty (2048 × 768 × 3072: 192 tiles of
-/// 256 on 132 SMs) takes narrower ones (384 tiles of 128: three full rounds). The narrow
+/// 256 on 132 SMs) takes narrower ones (256 tiles of 192: two full rounds). The narrow
 /// tile heights are built for one width. Any choice gives the same bits.
 pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize) -> u32 {
     if bm != BM {
@@ -593,9 +595,11 @@ mod tests {
             assert_eq!(w(16384, 4096, 4096), 256);
             assert_eq!(w(4096, 4096, 4096), 256);
             assert_eq!(w(8192, 8192, 8192), 256);
-            // A half-empty second round of wide tiles: three full rounds of 128.
-            assert_eq!(w(2048, 768, 3072), 128);
+            // A half-empty second round of wide tiles: two full rounds of 192.
+            assert_eq!(w(2048, 768, 3072), 192);
+            // One round either way: the narrower, faster tile of 128.
             assert_eq!(w(512, 4096, 4096), 128);
+            assert_eq!(w(4096, 1536, 3072), 256);
             // Too few tiles for any width to fill the GPU: the narrowest.
             assert_eq!(w(2048, 768, 512), 64);
             assert_eq!(w(64, 4096, 4096), 64);

@@ -19,7 +19,7 @@ pub const BM_CHOICES: [u32; 5] = [BM, 64, 32, 16, 8];
 pub const NARROW_BN: u32 = 64;
 /// The block tile widths (output columns) the kernels are instantiated for; the host picks
 /// one by M, N and the SM count. Each is the N of the one `wgmma.m64nNk16` per k16 step.
-pub const BN_CHOICES: [u32; 3] = [256, 128, 64];
+pub const BN_CHOICES: [u32; 4] = [256, 192, 128, 64];
 /// K per pipeline stage: 64 16-bit elements = 128 bytes, one 128B-swizzle row.
 pub const BK: u32 = 64;
 /// K of one `wgmma.m64nNk16`: the step of the reduction (the contract's unit, as mma.sync's).
