@@ -106,7 +106,7 @@ mod sm90a {
     use crate::hopper;
     use crate::params::{GemmParams, HopperParams};
     use crate::scalar;
-    use crate::scalar::config::wide::{STEPS_SM90_16BIT, STEPS_SM90_F32, STEPS_SM90_F32_CR};
+    use crate::scalar::config::wide::{STEPS_SM90, STEPS_SM90_F32_CR};
 
     macro_rules! scalar_entry_sm90 {
         ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, copy_async: $cp:expr, steps: $st:expr, cursors: $cu:expr) => {
@@ -129,18 +129,18 @@ mod sm90a {
     // f32 copies its M- or N-contiguous operands by cp.async, which frees registers for a
     // longer loop trip; the 16-bit types are converted on the way, so they cannot.
     // `cursors`: as in the sm80 module (where ptxas fits them without spills).
-    scalar_entry_sm90!(sgemm_bi_scalar_f32_rr_sm90, F32, a_k_contiguous: true, b_k_contiguous: false, copy_async: true, steps: STEPS_SM90_F32, cursors: true);
-    scalar_entry_sm90!(sgemm_bi_scalar_f32_rc_sm90, F32, a_k_contiguous: true, b_k_contiguous: true, copy_async: true, steps: STEPS_SM90_F32, cursors: true);
+    scalar_entry_sm90!(sgemm_bi_scalar_f32_rr_sm90, F32, a_k_contiguous: true, b_k_contiguous: false, copy_async: true, steps: STEPS_SM90, cursors: true);
+    scalar_entry_sm90!(sgemm_bi_scalar_f32_rc_sm90, F32, a_k_contiguous: true, b_k_contiguous: true, copy_async: true, steps: STEPS_SM90, cursors: true);
     scalar_entry_sm90!(sgemm_bi_scalar_f32_cr_sm90, F32, a_k_contiguous: false, b_k_contiguous: false, copy_async: true, steps: STEPS_SM90_F32_CR, cursors: false);
-    scalar_entry_sm90!(sgemm_bi_scalar_f32_cc_sm90, F32, a_k_contiguous: false, b_k_contiguous: true, copy_async: true, steps: STEPS_SM90_F32, cursors: true);
-    scalar_entry_sm90!(sgemm_bi_scalar_bf16_rr_sm90, Bf16, a_k_contiguous: true, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90_16BIT, cursors: true);
-    scalar_entry_sm90!(sgemm_bi_scalar_bf16_rc_sm90, Bf16, a_k_contiguous: true, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90_16BIT, cursors: false);
-    scalar_entry_sm90!(sgemm_bi_scalar_bf16_cr_sm90, Bf16, a_k_contiguous: false, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90_16BIT, cursors: false);
-    scalar_entry_sm90!(sgemm_bi_scalar_bf16_cc_sm90, Bf16, a_k_contiguous: false, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90_16BIT, cursors: true);
-    scalar_entry_sm90!(sgemm_bi_scalar_f16_rr_sm90, F16, a_k_contiguous: true, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90_16BIT, cursors: true);
-    scalar_entry_sm90!(sgemm_bi_scalar_f16_rc_sm90, F16, a_k_contiguous: true, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90_16BIT, cursors: false);
-    scalar_entry_sm90!(sgemm_bi_scalar_f16_cr_sm90, F16, a_k_contiguous: false, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90_16BIT, cursors: false);
-    scalar_entry_sm90!(sgemm_bi_scalar_f16_cc_sm90, F16, a_k_contiguous: false, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90_16BIT, cursors: true);
+    scalar_entry_sm90!(sgemm_bi_scalar_f32_cc_sm90, F32, a_k_contiguous: false, b_k_contiguous: true, copy_async: true, steps: STEPS_SM90, cursors: true);
+    scalar_entry_sm90!(sgemm_bi_scalar_bf16_rr_sm90, Bf16, a_k_contiguous: true, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90, cursors: true);
+    scalar_entry_sm90!(sgemm_bi_scalar_bf16_rc_sm90, Bf16, a_k_contiguous: true, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90, cursors: false);
+    scalar_entry_sm90!(sgemm_bi_scalar_bf16_cr_sm90, Bf16, a_k_contiguous: false, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90, cursors: false);
+    scalar_entry_sm90!(sgemm_bi_scalar_bf16_cc_sm90, Bf16, a_k_contiguous: false, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90, cursors: true);
+    scalar_entry_sm90!(sgemm_bi_scalar_f16_rr_sm90, F16, a_k_contiguous: true, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90, cursors: true);
+    scalar_entry_sm90!(sgemm_bi_scalar_f16_rc_sm90, F16, a_k_contiguous: true, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90, cursors: false);
+    scalar_entry_sm90!(sgemm_bi_scalar_f16_cr_sm90, F16, a_k_contiguous: false, b_k_contiguous: false, copy_async: false, steps: STEPS_SM90, cursors: false);
+    scalar_entry_sm90!(sgemm_bi_scalar_f16_cc_sm90, F16, a_k_contiguous: false, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90, cursors: true);
 
     macro_rules! hopper_entry {
         ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, bm: $bm:expr, bn: $bn:expr, cluster: $c:expr) => {

@@ -44,14 +44,11 @@ pub mod wide {
     /// tile) would let the scheduler load fragments further ahead, but then ptxas spills
     /// with 64 accumulators in 128 registers: on sm_80 in most entries, on sm_90 in f32's.
     pub const STEPS: u32 = 2;
-    /// K steps per trip in the sm90a module's `_sm90` entries for the 16-bit types, which
-    /// sm_90 assembles without spills: bf16 at 4096³ ran 41.5 → 43.8 TFLOP/s on the H200
-    /// (docs/perf-notes.md, "Scalar tier").
-    pub const STEPS_SM90_16BIT: u32 = 8;
-    /// The same for f32, whose `_sm90` entries copy M- or N-contiguous operands by cp.async:
-    /// eight fit without spills in `rr`, `rc` and `cc` (`rr` since the cursors of
-    /// `mainloop`).
-    pub const STEPS_SM90_F32: u32 = 8;
+    /// K steps per trip in the sm90a module's `_sm90` entries, which sm_90 assembles without
+    /// spills at eight: the 16-bit types since session 8 (bf16 4096³ on the H200 41.5 → 43.8
+    /// TFLOP/s), f32 since its cursors (`mainloop`) freed registers (4096³ 44.3 → 46.5;
+    /// docs/perf-notes.md, "Scalar tier", versions 3 and 5).
+    pub const STEPS_SM90: u32 = 8;
     /// f32's `cr` entry (both operands M- or N-contiguous, no cursors): with eight steps
     /// ptxas spills 4 bytes there; four fit.
     pub const STEPS_SM90_F32_CR: u32 = 4;

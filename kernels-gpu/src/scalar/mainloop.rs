@@ -396,7 +396,7 @@ pub unsafe fn run<
     // With COPY_ASYNC (f32 only), an M- or N-contiguous operand goes to shared memory by
     // `cp.async` as soon as its K tile is fetched (`copy_direct`), and only a K-contiguous one
     // waits in registers for the transposed stores after the k steps: four registers fewer
-    // per such operand, which the longer loop trips of `config::wide::STEPS_SM90_F32` need.
+    // per such operand, which f32's longer loop trips (`config::wide::STEPS_SM90`) need.
     let (a_async, b_async) = (COPY_ASYNC && !A_K_CONTIGUOUS, COPY_ASYNC && !B_K_CONTIGUOUS);
     let fetch_tile = |k0: u64, s: u32| -> Fetched<E> {
         let base = smem + s * stage_bytes;
