@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import gc
 import os
 import socket
 from typing import Any, Optional
@@ -59,6 +60,7 @@ def _entry(rank: int, world: int, port: int, device: str, check: str,
                             world_size=world, timeout=datetime.timedelta(seconds=120))
     try:
         globals()[check](dev, *args)
+        gc.collect()  # DDP wrappers in reference cycles: freed before the group, not at exit
         dist.barrier()
     finally:
         dist.destroy_process_group()
