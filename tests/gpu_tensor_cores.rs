@@ -941,3 +941,90 @@ fn clustered_tiles_give_the_same_bits() {
     }
     println!("clustered wgmma vs mma.sync: {outputs} outputs, all identical");
 }
+
+/// The Hopper path's ping-pong kernels (each consumer warpgroup owns every other 128 × 128
+/// tile of its block, `kernels-gpu/src/hopper/pingpong.rs`) give the mma.sync path's bits:
+/// blocks with one tile (the second warpgroup idle), with many (a turn per tile, K of one
+/// stage), odd tile-row counts in clusters of two, M of one tile row (no cluster), K tails,
+/// every layout, every output mode, bias, batches.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pingpong_tiles_give_the_same_bits() {
+    let Some(gpu) = gpu_engine() else { return };
+    if gpu.compute_capability() != Some((9, 0)) {
+        eprintln!("skipped: needs compute capability 9.0 for the Hopper path");
+        return;
+    }
+    let portable = Engine::with_tc_path(sgemm_bi::Device::Cuda(0), sgemm_bi::TcPath::Portable)
+        .expect("portable engine");
+    let pingpong =
+        Engine::with_tc_path(sgemm_bi::Device::Cuda(0), sgemm_bi::TcPath::HopperPingPong)
+            .expect("ping-pong engine");
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x7c_0006);
+    // (M, N, K, batch).
+    let shapes = [
+        (1900, 2560, 200, 1),
+        (129, 384, 65, 1),
+        (100, 1000, 4096, 1),
+        (5000, 4096, 64, 1),
+        (700, 1024, 16, 1),
+        (300, 2560, 129, 9),
+    ];
+    let mut outputs = 0;
+    for (case, &(m, n, k, batch)) in shapes.iter().enumerate() {
+        let pairs = LAYOUTS
+            .iter()
+            .flat_map(|&la| LAYOUTS.iter().map(move |&lb| (la, lb)));
+        for (l, (la, lb)) in pairs.enumerate() {
+            let dtype = DTYPES[(case + l) % 2];
+            let op = |layout: Layout, rows: usize, cols: usize| Operand {
+                dtype,
+                layout,
+                ld: if layout == Layout::RowMajor {
+                    cols
+                } else {
+                    rows
+                }
+                .next_multiple_of(8),
+                batch_stride: 0,
+            };
+            let (mut a, mut b) = (op(la, m, k), op(lb, k, n));
+            if batch > 1 {
+                a.batch_stride = span(a.layout, a.ld, m, k).next_multiple_of(8);
+                b.batch_stride = span(b.layout, b.ld, k, n).next_multiple_of(8);
+            }
+            let mode = match (case + l) % 3 {
+                0 => OutputMode::Overwrite(dtype),
+                1 => OutputMode::AccumulateF32,
+                _ => OutputMode::Overwrite(DType::F32),
+            };
+            let g = tensor(Gemm {
+                m,
+                n,
+                k,
+                batch,
+                a,
+                b,
+                bias: (l == 2).then_some(DType::F32),
+                c: Output {
+                    mode,
+                    ldc: n,
+                    batch_stride: if batch > 1 { m * n } else { 0 },
+                },
+                tier: Tier::TensorCores,
+            });
+            let p = Problem::random(g, &mut rng);
+            let x = p.on_gpu(&portable, &stream);
+            let y = p.on_gpu(&pingpong, &stream);
+            outputs += x.len();
+            if let Some((i, px, py)) = first_difference(&x, &y) {
+                panic!(
+                    "{m}×{n}×{k} batch {batch} {dtype} {la:?}/{lb:?} {mode:?}: first difference \
+                     at {i}: mma.sync {px:#x}, ping-pong wgmma {py:#x}"
+                );
+            }
+        }
+    }
+    println!("ping-pong wgmma vs mma.sync: {outputs} outputs, all identical");
+}

@@ -71,7 +71,7 @@ fn every_module_assembles_for_sm80_and_sm90a_without_spills() {
     let modules = [
         ("sm80", sgemm_bi::ptx::SM80, "sm_80", 40),
         ("sm80", sgemm_bi::ptx::SM80, "sm_90a", 40),
-        ("sm90a", sgemm_bi::ptx::SM90A, "sm_90a", 72),
+        ("sm90a", sgemm_bi::ptx::SM90A, "sm_90a", 88),
     ];
     for (name, ptx, arch, expected) in modules {
         let report = assemble(&ptxas, ptx, arch);
@@ -79,8 +79,8 @@ fn every_module_assembles_for_sm80_and_sm90a_without_spills() {
         assert_eq!(
             entries, expected,
             "{name}: expected 24 scalar (two tile widths) and 16 tensor-core entry points (sm80) \
-             or 60 Hopper ones and 12 scalar `_sm90` ones (sm90a: 32 plain, 8 clustered, 20 \
-             small-M):\n{report}"
+             or 76 Hopper ones and 12 scalar `_sm90` ones (sm90a: 32 plain, 8 clustered, 16 \
+             ping-pong, 20 small-M):\n{report}"
         );
         for line in report.lines().filter(|l| l.contains("spill")) {
             assert!(
@@ -130,7 +130,8 @@ fn machine_code_is_embedded_exactly_when_the_build_makes_it() {
 /// not convergent to it) and may copy a barrier into both arms of a branch on the thread
 /// index — it did once, around a `tid == 0` test after the barrier, and the kernels hung on
 /// the H200 (docs/perf-notes.md, version 7). A second copy in one entry point is that; so is
-/// a named barrier of the epilogue more often than its pieces need.
+/// a named barrier of the epilogue more often than its pieces need, or a ping-pong turn
+/// (`hopper/pingpong.rs`) taken or handed over more often than its consumer loops need.
 #[test]
 fn no_hopper_barrier_is_duplicated() {
     let ptx = sgemm_bi::ptx::SM90A;
@@ -151,7 +152,8 @@ fn no_hopper_barrier_is_duplicated() {
         };
         assert_eq!(count, 1, "{name}: `{barrier}` {count} times");
         // The epilogue's named barriers (`bar.sync id, 128`, one consumer warpgroup's), two
-        // per stored piece: BN / 64 pieces of 16-bit C and BN / 32 of f32 C, each loop once.
+        // per stored piece: BN / 64 pieces of 16-bit C and BN / 32 of f32 C, each loop once;
+        // a ping-pong warpgroup stores two 64-row halves.
         let bn: usize = name
             .split("_n")
             .nth(1)
@@ -164,8 +166,28 @@ fn no_hopper_barrier_is_duplicated() {
                 l.trim_start().starts_with("bar.sync %r") && l.trim_end().ends_with(", 128;")
             })
             .count();
-        assert_eq!(named, 3 * bn / 32, "{name}: {named} named barriers");
+        let pingpong = name.contains("_pp");
+        let halves = if pingpong { 2 } else { 1 };
+        assert_eq!(
+            named,
+            halves * 3 * bn / 32,
+            "{name}: {named} named barriers"
+        );
+        // The turn (`bar.sync id, 256` / `bar.arrive id, 256`): taken once per consumer loop
+        // (three: one per store kind), handed over once per chain (each loop has two, for
+        // tiles inside and past M).
+        let turns = |op: &str| {
+            body.lines()
+                .filter(|l| l.trim_start().starts_with(op) && l.trim_end().ends_with(", 256;"))
+                .count()
+        };
+        let expected = if pingpong { (3, 6) } else { (0, 0) };
+        assert_eq!(
+            (turns("bar.sync"), turns("bar.arrive")),
+            expected,
+            "{name}: ping-pong turns"
+        );
         entries += 1;
     }
-    assert_eq!(entries, 60, "Hopper entry points");
+    assert_eq!(entries, 76, "Hopper entry points");
 }

@@ -195,6 +195,17 @@ pub trait WgmmaElement: Copy {
         a: u64,
         b: u64,
     );
+
+    /// `d[D0..D0 + 64] += A · B` for one 64 × 128 tile and 16 k (`D0` 0 or 64): the two
+    /// 64-row halves of a ping-pong consumer's 128 × 128 tile in one register array.
+    ///
+    /// # Safety
+    /// As for `arch::wgmma::wgmma_m64n128k16_f32_bf16`.
+    unsafe fn wgmma_n128_half<const TA: u32, const TB: u32, const D0: usize>(
+        d: &mut [f32; 128],
+        a: u64,
+        b: u64,
+    );
 }
 
 #[cfg(sgemm_bi_sm90a)]
@@ -213,10 +224,21 @@ macro_rules! wgmma_element {
                     match BN {
                         256 => $n256::<TA, TB>(d, a, b),
                         192 => $n192::<TA, TB>(d, a, b),
-                        128 => $n128::<TA, TB>(d, a, b),
+                        128 => $n128::<TA, TB, 0>(d, a, b),
                         _ => $n64::<TA, TB>(d, a, b),
                     }
                 }
+            }
+
+            #[inline(always)]
+            unsafe fn wgmma_n128_half<const TA: u32, const TB: u32, const D0: usize>(
+                d: &mut [f32; 128],
+                a: u64,
+                b: u64,
+            ) {
+                use crate::arch::wgmma::$n128;
+                // SAFETY: forwarded contract.
+                unsafe { $n128::<TA, TB, D0>(d, a, b) }
             }
         }
     };

@@ -2,8 +2,8 @@
 //! Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>[_n64]` (128 × 128 tiles, or 128 × 64) and
 //! `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` = row-major, `c` =
 //! column-major; `_unaligned` loads operands element by element (any 2-byte alignment).
-//! The sm90a module has `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_x2|_m<BM>]`
-//! (clusters of two; tiles of BM < 128 rows), and `sgemm_bi_scalar_<dtype>_<A layout><B
+//! The sm90a module has `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_x2|_m<BM>]`
+//! (ping-pong consumers, `hopper::pingpong`; clusters of two; tiles of BM < 128 rows), and `sgemm_bi_scalar_<dtype>_<A layout><B
 //! layout>_sm90`: the 128 × 128 scalar tiles with more k steps per loop trip, which ptxas
 //! fits in 128 registers only for sm_90 (`scalar::config::wide`).
 
@@ -143,7 +143,7 @@ mod sm90a {
     scalar_entry_sm90!(sgemm_bi_scalar_f16_cc_sm90, F16, a_k_contiguous: false, b_k_contiguous: true, copy_async: false, steps: STEPS_SM90, cursors: true);
 
     macro_rules! hopper_entry {
-        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, bm: $bm:expr, bn: $bn:expr, cluster: $c:expr) => {
+        ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, bm: $bm:expr, bn: $bn:expr, cluster: $c:expr, schedule: $s:ty) => {
             /// Hopper tensor-core GEMM entry point (see `hopper`).
             ///
             /// # Safety
@@ -157,7 +157,7 @@ mod sm90a {
                 let map_c = crate::kernel_param_generic_address!($name, 256);
                 // SAFETY: forwarded launch contract.
                 unsafe {
-                    hopper::gemm::<$elem, $a, $b, $bn, $bm, $c>(&p.gemm, [map_a, map_b, map_c])
+                    hopper::gemm::<$elem, $a, $b, $bn, $bm, $c, $s>(&p.gemm, [map_a, map_b, map_c])
                 }
             }
         };
@@ -165,7 +165,14 @@ mod sm90a {
 
     macro_rules! hopper_entries {
         ($($name:ident $elem:ty, $a:expr, $b:expr, $bm:expr, $bn:expr, $c:expr;)*) => {
-            $(hopper_entry!($name, $elem, a_k_contiguous: $a, b_k_contiguous: $b, bm: $bm, bn: $bn, cluster: $c);)*
+            $(hopper_entry!($name, $elem, a_k_contiguous: $a, b_k_contiguous: $b, bm: $bm, bn: $bn, cluster: $c, schedule: hopper::Cooperative);)*
+        };
+    }
+
+    // Ping-pong consumers (`hopper::pingpong`): (128, 128) tiles, one per consumer warpgroup.
+    macro_rules! hopper_pingpong_entries {
+        ($($name:ident $elem:ty, $a:expr, $b:expr, $c:expr;)*) => {
+            $(hopper_entry!($name, $elem, a_k_contiguous: $a, b_k_contiguous: $b, bm: 128, bn: 128, cluster: $c, schedule: hopper::pingpong::PingPong);)*
         };
     }
 
@@ -232,5 +239,24 @@ mod sm90a {
         sgemm_bi_hopper_bf16_rc_n64_m8 Bf16, true, true, 8, 64, 1;
         sgemm_bi_hopper_f16_rr_n64_m8 F16, true, false, 8, 64, 1;
         sgemm_bi_hopper_f16_rc_n64_m8 F16, true, true, 8, 64, 1;
+    }
+
+    hopper_pingpong_entries! {
+        sgemm_bi_hopper_bf16_rr_n128_pp Bf16, true, false, 1;
+        sgemm_bi_hopper_bf16_rc_n128_pp Bf16, true, true, 1;
+        sgemm_bi_hopper_bf16_cr_n128_pp Bf16, false, false, 1;
+        sgemm_bi_hopper_bf16_cc_n128_pp Bf16, false, true, 1;
+        sgemm_bi_hopper_f16_rr_n128_pp F16, true, false, 1;
+        sgemm_bi_hopper_f16_rc_n128_pp F16, true, true, 1;
+        sgemm_bi_hopper_f16_cr_n128_pp F16, false, false, 1;
+        sgemm_bi_hopper_f16_cc_n128_pp F16, false, true, 1;
+        sgemm_bi_hopper_bf16_rr_n128_pp_x2 Bf16, true, false, 2;
+        sgemm_bi_hopper_bf16_rc_n128_pp_x2 Bf16, true, true, 2;
+        sgemm_bi_hopper_bf16_cr_n128_pp_x2 Bf16, false, false, 2;
+        sgemm_bi_hopper_bf16_cc_n128_pp_x2 Bf16, false, true, 2;
+        sgemm_bi_hopper_f16_rr_n128_pp_x2 F16, true, false, 2;
+        sgemm_bi_hopper_f16_rc_n128_pp_x2 F16, true, true, 2;
+        sgemm_bi_hopper_f16_cr_n128_pp_x2 F16, false, false, 2;
+        sgemm_bi_hopper_f16_cc_n128_pp_x2 F16, false, true, 2;
     }
 }

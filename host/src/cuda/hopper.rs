@@ -161,6 +161,67 @@ pub(crate) fn cluster_size(g: &Gemm, bn: u32) -> u32 {
     }
 }
 
+/// The tile width of the ping-pong kernels (`kernels-gpu/src/hopper/pingpong.rs`): each
+/// consumer warpgroup owns whole (BM, 128) tiles.
+pub(crate) const PINGPONG_BN: u32 = 128;
+
+/// How the consumer warpgroups of a 128-row tile kernel share the work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Schedule {
+    /// Both work on each tile, 64 rows each (every tile width and height).
+    Cooperative,
+    /// Each owns every other (BM, PINGPONG_BN) tile: one's epilogue overlaps the other's
+    /// mainloop.
+    PingPong,
+}
+
+/// When the ping-pong kernels run: by default for accumulate-mode calls (dW) on 128-row
+/// tiles, where the epilogue's loads of the old C are long enough to be worth overlapping
+/// (dW 4096³: 0.93× → 1.02× of cuBLAS; the overwrite modes gained nothing, docs/perf-notes.md,
+/// version 10). `SGEMM_BI_PINGPONG=off` or `all` changes it, for measurements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PingPongUse {
+    Off,
+    Accumulate,
+    All,
+}
+
+impl PingPongUse {
+    fn from_env() -> Self {
+        match std::env::var("SGEMM_BI_PINGPONG").as_deref() {
+            Ok("off") | Ok("0") => PingPongUse::Off,
+            Ok("all") => PingPongUse::All,
+            _ => PingPongUse::Accumulate,
+        }
+    }
+}
+
+/// The consumer schedule for `g` with tiles of `bm` rows. Like the tile, it never changes a
+/// bit: each accumulator takes the same steps in the same order.
+pub(crate) fn schedule(g: &Gemm, bm: u32, use_: PingPongUse) -> Schedule {
+    let wanted = match use_ {
+        PingPongUse::Off => false,
+        PingPongUse::Accumulate => g.c.mode == OutputMode::AccumulateF32,
+        PingPongUse::All => true,
+    };
+    if wanted && bm == BM {
+        Schedule::PingPong
+    } else {
+        Schedule::Cooperative
+    }
+}
+
+/// Blocks per cluster of the ping-pong kernels for `g`: 2 when there are two tile rows to
+/// pair (the pair shares each stage's B tile: dW 4096³ ran at 0.97× of cuBLAS without
+/// clusters, 1.02× with), else 1.
+pub(crate) fn pingpong_cluster_size(g: &Gemm) -> u32 {
+    if g.m > BM as usize {
+        2
+    } else {
+        1
+    }
+}
+
 /// The entry point in the sm90a module for (bm, bn) tiles.
 pub(crate) fn entry_name(
     dtype: DType,
@@ -168,13 +229,19 @@ pub(crate) fn entry_name(
     bm: u32,
     bn: u32,
     cluster: u32,
+    schedule: Schedule,
 ) -> String {
+    let pp = if schedule == Schedule::PingPong {
+        "_pp"
+    } else {
+        ""
+    };
     let suffix = if cluster > 1 {
-        format!("_x{cluster}")
+        format!("{pp}_x{cluster}")
     } else if bm != BM {
         format!("_m{bm}")
     } else {
-        String::new()
+        pp.to_string()
     };
     format!(
         "sgemm_bi_hopper_{}_{}_n{bn}{suffix}",
@@ -283,14 +350,18 @@ fn index(dtype: DType, layouts: (Layout, Layout), bn: u32) -> (usize, usize, usi
 }
 
 /// The Hopper entry points: `[dtype][layout pair][tile width]` (128-row tiles), the
-/// clustered ones (tile width CLUSTER_BN, clusters of 2) `[dtype][layout pair]`, and the
-/// small-M ones (width NARROW_BN) `[dtype][layout pair][BM_CHOICES[1..] index]`, null where
-/// not built (8-row tiles of a column-major A).
+/// clustered ones (tile width CLUSTER_BN, clusters of 2) `[dtype][layout pair]`, the
+/// ping-pong ones `[dtype][layout pair][cluster size − 1]`, and the small-M ones (width
+/// NARROW_BN) `[dtype][layout pair][BM_CHOICES[1..] index]`, null where not built (8-row
+/// tiles of a column-major A).
 pub(crate) struct HopperKernels {
     functions: [[[sys::CUfunction; BN_CHOICES.len()]; 4]; 2],
     clustered: [[sys::CUfunction; 4]; 2],
+    pingpong: [[[sys::CUfunction; 2]; 4]; 2],
     narrow: [[[sys::CUfunction; BM_CHOICES.len() - 1]; 4]; 2],
     sms: usize,
+    /// When the ping-pong kernels run (`SGEMM_BI_PINGPONG`).
+    pingpong_use: PingPongUse,
     /// Launch with programmatic stream serialization (see `launch`); off with
     /// `SGEMM_BI_DEPENDENT_LAUNCH=0`.
     dependent_launch: bool,
@@ -324,19 +395,28 @@ impl HopperKernels {
     pub(crate) fn load(get: &dyn Fn(&str) -> Result<sys::CUfunction>, sms: usize) -> Result<Self> {
         let mut functions = [[[std::ptr::null_mut(); BN_CHOICES.len()]; 4]; 2];
         let mut clustered = [[std::ptr::null_mut(); 4]; 2];
+        let mut pingpong = [[[std::ptr::null_mut(); 2]; 4]; 2];
         let mut narrow = [[[std::ptr::null_mut(); BM_CHOICES.len() - 1]; 4]; 2];
         for dtype in DTYPES {
             for layouts in LAYOUTS {
                 for bn in BN_CHOICES {
                     let (d, l, n) = index(dtype, layouts, bn);
-                    functions[d][l][n] = load_one(get, &entry_name(dtype, layouts, BM, bn, 1))?;
+                    let name = entry_name(dtype, layouts, BM, bn, 1, Schedule::Cooperative);
+                    functions[d][l][n] = load_one(get, &name)?;
                 }
                 let (d, l, _) = index(dtype, layouts, CLUSTER_BN);
-                clustered[d][l] = load_one(get, &entry_name(dtype, layouts, BM, CLUSTER_BN, 2))?;
+                let name = entry_name(dtype, layouts, BM, CLUSTER_BN, 2, Schedule::Cooperative);
+                clustered[d][l] = load_one(get, &name)?;
+                for cluster in [1, 2] {
+                    let name =
+                        entry_name(dtype, layouts, BM, PINGPONG_BN, cluster, Schedule::PingPong);
+                    pingpong[d][l][cluster as usize - 1] = load_one(get, &name)?;
+                }
                 for (h, bm) in BM_CHOICES[1..].iter().copied().enumerate() {
                     if narrow_built(bm, layouts.0) {
-                        narrow[d][l][h] =
-                            load_one(get, &entry_name(dtype, layouts, bm, NARROW_BN, 1))?;
+                        let name =
+                            entry_name(dtype, layouts, bm, NARROW_BN, 1, Schedule::Cooperative);
+                        narrow[d][l][h] = load_one(get, &name)?;
                     }
                 }
             }
@@ -344,13 +424,16 @@ impl HopperKernels {
         Ok(HopperKernels {
             functions,
             clustered,
+            pingpong,
             narrow,
             sms: sms.max(1),
+            pingpong_use: PingPongUse::from_env(),
             dependent_launch: !std::env::var("SGEMM_BI_DEPENDENT_LAUNCH").is_ok_and(|v| v == "0"),
         })
     }
 
-    /// Launches `g` on the Hopper path. The caller checked `can_implement`.
+    /// Launches `g` on the Hopper path (with the ping-pong consumers on every 128-row tile
+    /// when `all_pingpong`). The caller checked `can_implement`.
     ///
     /// # Safety
     /// As for `CudaBackend::gemm`, with the context current on this thread.
@@ -359,12 +442,24 @@ impl HopperKernels {
         g: &Gemm,
         p: &GemmPointers,
         stream: sys::CUstream,
+        all_pingpong: bool,
     ) -> Result<()> {
         let bm = tile_m(g, self.sms);
-        let bn = tile_n(g, bm, self.sms);
-        let cluster = cluster_size(g, bn);
+        let use_ = if all_pingpong {
+            PingPongUse::All
+        } else {
+            self.pingpong_use
+        };
+        let schedule = schedule(g, bm, use_);
+        let (bn, cluster) = match schedule {
+            Schedule::PingPong => (PINGPONG_BN, pingpong_cluster_size(g)),
+            Schedule::Cooperative => {
+                let bn = tile_n(g, bm, self.sms);
+                (bn, cluster_size(g, bn))
+            }
+        };
         let layouts = (g.a.layout, g.b.layout);
-        let name = || entry_name(g.a.dtype, layouts, bm, bn, cluster);
+        let name = || entry_name(g.a.dtype, layouts, bm, bn, cluster, schedule);
         let map_err = |message: String| Error::Launch {
             kernel: name(),
             message,
@@ -410,7 +505,9 @@ impl HopperKernels {
         let clusters = cluster_tiles.min((self.sms / cluster as usize).max(1) as u64) as u32;
         let grid = clusters * cluster;
         let (d, l, n) = index(g.a.dtype, layouts, bn);
-        let function = if cluster > 1 {
+        let function = if schedule == Schedule::PingPong {
+            self.pingpong[d][l][cluster as usize - 1]
+        } else if cluster > 1 {
             self.clustered[d][l]
         } else if bm != BM {
             let h = BM_CHOICES[1..].iter().position(|&x| x == bm).unwrap();
@@ -627,13 +724,39 @@ mod tests {
         assert_eq!(tile_m(&gemm(128, 14336, 4096, rr), 132), BM);
         assert_eq!(tile_m(&gemm(16384, 4096, 4096, rr), 132), BM);
         assert_eq!(
-            entry_name(DType::F16, rr, 8, 64, 1),
+            entry_name(DType::F16, rr, 8, 64, 1, Schedule::Cooperative),
             "sgemm_bi_hopper_f16_rr_n64_m8"
         );
         for m in [1, 64, 128] {
             let g = gemm(m, 4096, 4096, rr);
             assert_eq!(tile_n(&g, tile_m(&g, 132), 132), NARROW_BN);
         }
+    }
+
+    /// Ping-pong consumers for accumulate mode on 128-row tiles by default; clusters of two
+    /// when there are two tile rows.
+    #[test]
+    fn pingpong_runs_dw_on_tall_tiles() {
+        let layouts = (Layout::ColMajor, Layout::RowMajor);
+        let mut dw = gemm(4096, 4096, 4096, layouts);
+        dw.c.mode = OutputMode::AccumulateF32;
+        let fwd = gemm(4096, 4096, 4096, layouts);
+        let acc = PingPongUse::Accumulate;
+        assert_eq!(schedule(&dw, BM, acc), Schedule::PingPong);
+        assert_eq!(schedule(&dw, 64, acc), Schedule::Cooperative);
+        assert_eq!(schedule(&fwd, BM, acc), Schedule::Cooperative);
+        assert_eq!(schedule(&fwd, BM, PingPongUse::All), Schedule::PingPong);
+        assert_eq!(schedule(&dw, BM, PingPongUse::Off), Schedule::Cooperative);
+        assert_eq!(pingpong_cluster_size(&dw), 2);
+        assert_eq!(pingpong_cluster_size(&gemm(128, 4096, 4096, layouts)), 1);
+        assert_eq!(
+            entry_name(DType::BF16, layouts, BM, PINGPONG_BN, 2, Schedule::PingPong),
+            "sgemm_bi_hopper_bf16_cr_n128_pp_x2"
+        );
+        assert_eq!(
+            entry_name(DType::F16, layouts, BM, PINGPONG_BN, 1, Schedule::PingPong),
+            "sgemm_bi_hopper_f16_cr_n128_pp"
+        );
     }
 
     /// Clusters only for the widest tiles with at least two tile rows to pair.
@@ -645,7 +768,7 @@ mod tests {
         assert_eq!(cluster_size(&gemm(128, 40960, 4096, layouts), 256), 1);
         assert_eq!(cluster_size(&gemm(16384, 4096, 4096, layouts), 128), 1);
         assert_eq!(
-            entry_name(DType::BF16, layouts, BM, 256, 2),
+            entry_name(DType::BF16, layouts, BM, 256, 2, Schedule::Cooperative),
             "sgemm_bi_hopper_bf16_rr_n256_x2"
         );
     }

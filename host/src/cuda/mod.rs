@@ -40,9 +40,9 @@ pub struct KernelImages {
 }
 
 /// Which kernels the tensor-core tier may use. Not a tuning knob: the default lets the
-/// planner choose; the others exist so the tests can run both paths on the same inputs
-/// (`SGEMM_BI_FORCE_TC_PATH=portable|hopper`, read once when an engine is created, or
-/// `Engine::with_kernels_and_tc_path`). `Portable` also keeps the scalar tier on the sm80
+/// planner choose; the others exist so the tests can run both paths (and both Hopper
+/// schedules) on the same inputs (`SGEMM_BI_FORCE_TC_PATH=portable|hopper|hopper_pingpong`,
+/// read once when an engine is created, or `Engine::with_kernels_and_tc_path`). `Portable` also keeps the scalar tier on the sm80
 /// module's entries (on sm_90 its 128 × 128 tiles otherwise come from the sm90a
 /// module), so that the tests run those on an H200 too.
 #[doc(hidden)]
@@ -56,6 +56,9 @@ pub enum TcPath {
     Portable,
     /// Only the Hopper kernels; a call they cannot run is an error.
     Hopper,
+    /// Only the Hopper kernels, with the ping-pong consumers on every 128-row tile (the
+    /// planner's choice elsewhere): for tests and benchmarks of that schedule.
+    HopperPingPong,
 }
 
 impl TcPath {
@@ -64,6 +67,7 @@ impl TcPath {
         match std::env::var("SGEMM_BI_FORCE_TC_PATH").as_deref() {
             Ok("portable") => TcPath::Portable,
             Ok("hopper") => TcPath::Hopper,
+            Ok("hopper_pingpong") => TcPath::HopperPingPong,
             _ => TcPath::Auto,
         }
     }
@@ -355,12 +359,13 @@ impl CudaBackend {
         p: &GemmPointers,
         stream: sys::CUstream,
     ) -> Result<()> {
+        let forced = matches!(self.tc_path, TcPath::Hopper | TcPath::HopperPingPong);
         let hopper = match (self.tc_path, &self.loaded.hopper) {
             (TcPath::Portable, _) => None,
             (_, Some(h)) => {
                 match hopper::can_implement(g, p.a as usize, p.b as usize, p.c as usize) {
                     Ok(()) => Some(h),
-                    Err(e) if self.tc_path == TcPath::Hopper => {
+                    Err(e) if forced => {
                         return Err(Error::Launch {
                             kernel: "sgemm_bi_hopper_*".into(),
                             message: format!(
@@ -372,7 +377,7 @@ impl CudaBackend {
                     Err(_) => None,
                 }
             }
-            (TcPath::Hopper, None) => {
+            (TcPath::Hopper | TcPath::HopperPingPong, None) => {
                 return Err(Error::Launch {
                     kernel: "sgemm_bi_hopper_*".into(),
                     message: "forced Hopper path, but no sm90a module is loaded (needs compute \
@@ -384,7 +389,7 @@ impl CudaBackend {
         };
         // SAFETY (both arms): forwarded contract.
         match hopper {
-            Some(h) => unsafe { h.launch(g, p, stream) },
+            Some(h) => unsafe { h.launch(g, p, stream, self.tc_path == TcPath::HopperPingPong) },
             None => unsafe {
                 self.loaded
                     .tensor

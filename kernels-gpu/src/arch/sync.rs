@@ -20,6 +20,16 @@ pub fn bar_sync_named<const COUNT: u32>(id: u32) {
     unsafe { asm!("bar.sync {id}, {n};", id = in(reg32) id, n = const COUNT, options(nostack)) };
 }
 
+/// `bar.arrive ID, COUNT`: counts this warp's threads into named barrier `id` without
+/// waiting; with `bar_sync_named::<COUNT>(id)` from the other threads it hands a turn from
+/// one group of threads to another (the arriving group goes on at once).
+#[inline(always)]
+pub fn bar_arrive_named<const COUNT: u32>(id: u32) {
+    // SAFETY: as for `bar_sync_named`: the COUNT threads of barrier `id` are the arriving
+    // ones plus the waiting ones, whole warps, each group with the same sequence of calls.
+    unsafe { asm!("bar.arrive {id}, {n};", id = in(reg32) id, n = const COUNT, options(nostack)) };
+}
+
 /// `setmaxnreg.dec.sync.aligned.u32 N`: this warpgroup gives registers back, keeping `N` per
 /// thread (sm_90a; needs a register cap at entry, `.maxntid` with one block per SM).
 #[inline(always)]

@@ -33,20 +33,25 @@ use crate::finish::{accumulated2_32, bias_at, finished_16, finished_f32};
 use crate::params::{GemmParams, BIAS_NONE, OUT_BF16};
 use crate::schedule::Tile;
 
-/// This thread's two rows of consumer warpgroup `wg`'s part of tile `t` in accumulate mode:
+/// This thread's two rows of 64-row part `part` of tile `t` in accumulate mode:
 /// the byte address of each row's first pair (column `t.n0 + 2 (tid % 4)`) and whether the
 /// row is stored. Thread `tid` (0..128 inside the warpgroup) holds `acc[4j + 2h + e]` = row
 /// `16 (tid / 32) + 8h + (tid % 32) / 4`, column `8j + 2 (tid % 4) + e` (`arch::wgmma`).
 /// With tiles of fewer than WG_M rows (`BM`), the rows past BM hold sums of other bytes of
 /// the stage (`config::BM_CHOICES`) and are not stored.
 #[inline(always)]
-fn accumulate_rows<const BM: u32>(p: &GemmParams, t: &Tile, wg: u32, tid: u32) -> [(u64, bool); 2] {
+fn accumulate_rows<const BM: u32>(
+    p: &GemmParams,
+    t: &Tile,
+    part: u32,
+    tid: u32,
+) -> [(u64, bool); 2] {
     let (warp, lane) = (tid / 32, tid % 32);
     let col0 = t.n0 + ((lane % 4) * 2) as u64;
     let r0 = warp * 16 + lane / 4;
     [0u32, 8].map(|dr| {
         let r = r0 + dr;
-        let i = t.m0 + (wg * WG_M + r) as u64;
+        let i = t.m0 + (part * WG_M + r) as u64;
         let at = p.c + F32_BYTES * (t.batch * p.batch_stride_c + i * p.ldc + col0);
         (at, i < p.m && (BM >= WG_M || r < BM))
     })
@@ -54,8 +59,8 @@ fn accumulate_rows<const BM: u32>(p: &GemmParams, t: &Tile, wg: u32, tid: u32) -
 
 const F32_BYTES: u64 = 4;
 
-/// Finishes consumer warpgroup `wg`'s (WG_M, BN) part of tile `t` in accumulate mode: each
-/// pair is added to the f32 C it holds and stored back, straight from registers
+/// Finishes the (WG_M, BN) part `part` of tile `t` (rows `part · WG_M ..`), held in
+/// `acc[D0..]`, in accumulate mode: each pair is added to the f32 C it holds and stored back, straight from registers
 /// ([`accumulate_rows`] says which). The pairs go in groups of four n8 blocks whose loads
 /// are issued ahead of the stores, further ahead as the stores free registers (see the
 /// body), so that a load's latency is paid about once per few groups, not once per pair (as
@@ -68,20 +73,26 @@ const F32_BYTES: u64 = 4;
 /// every pair at an even column is aligned and inside N); C, and the bias when present, are
 /// valid for the spans the host validated.
 #[inline(always)]
-pub unsafe fn store_accumulate<const BN: u32, const BM: u32>(
+pub unsafe fn store_accumulate<const BN: u32, const BM: u32, const D0: usize>(
     p: &GemmParams,
     t: &Tile,
-    wg: u32,
+    part: u32,
     tid: u32,
     acc: &[f32; 128],
 ) {
+    const {
+        assert!(
+            D0 == 0 || (D0 == 64 && BN <= 128),
+            "the part lies inside acc"
+        )
+    };
     // A uniform branch, so that the common case carries no bias code (as in `store_tma`).
     // SAFETY (both arms): forwarded contract.
     unsafe {
         if p.bias_dtype != BIAS_NONE {
-            store_accumulate_with::<BN, BM, true>(p, t, wg, tid, acc)
+            store_accumulate_with::<BN, BM, D0, true>(p, t, part, tid, acc)
         } else {
-            store_accumulate_with::<BN, BM, false>(p, t, wg, tid, acc)
+            store_accumulate_with::<BN, BM, D0, false>(p, t, part, tid, acc)
         }
     }
 }
@@ -91,17 +102,22 @@ pub unsafe fn store_accumulate<const BN: u32, const BM: u32>(
 /// # Safety
 /// As for [`store_accumulate`]; `HAS_BIAS` says whether the launch has a bias.
 #[inline(always)]
-unsafe fn store_accumulate_with<const BN: u32, const BM: u32, const HAS_BIAS: bool>(
+unsafe fn store_accumulate_with<
+    const BN: u32,
+    const BM: u32,
+    const D0: usize,
+    const HAS_BIAS: bool,
+>(
     p: &GemmParams,
     t: &Tile,
-    wg: u32,
+    part: u32,
     tid: u32,
     acc: &[f32; 128],
 ) {
     const GROUP_BLOCKS: usize = 4;
     let groups = (BN / 32) as usize;
     let col0 = t.n0 + ((tid % 4) * 2) as u64;
-    let rows = accumulate_rows::<BM>(p, t, wg, tid);
+    let rows = accumulate_rows::<BM>(p, t, part, tid);
     // C's pairs of group q: [2 jl + h] is block 4q + jl, row h (zeros where not stored).
     let load_group = |q: usize| -> [[f32; 2]; 2 * GROUP_BLOCKS] {
         // SAFETY: all-zero bits are +0.0 (not a repeat expression: see `mainloop::consume`).
@@ -147,7 +163,7 @@ unsafe fn store_accumulate_with<const BN: u32, const BM: u32, const HAS_BIAS: bo
                     unroll2!(h => {
                         let (at, stored) = rows[h];
                         if stored {
-                            let v = [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]];
+                            let v = [acc[D0 + 4 * j + 2 * h], acc[D0 + 4 * j + 2 * h + 1]];
                             let out = accumulated2_32(v, bias, old[2 * jl + h]);
                             // SAFETY: the pair is inside C and aligned (forwarded contract).
                             unsafe { st_global_v2_b32(at + F32_BYTES * 8 * j as u64, out) };
@@ -171,10 +187,11 @@ unsafe fn store_accumulate_with<const BN: u32, const BM: u32, const HAS_BIAS: bo
 /// Threads of one consumer warpgroup (the named barrier's count).
 const WG_THREADS: u32 = 128;
 
-/// Finishes consumer warpgroup `wg`'s (WG_M, BN) part of tile `t` in an overwrite mode (f32
-/// when `WIDE`, else bf16 or f16) and hands it to the copy engine, piece by piece: 64 rows
-/// of 128 bytes (`EPILOGUE_PIECE_BYTES`), written to one of the warpgroup's two buffers at
-/// `pieces` in the 128B-swizzled layout of a box of C's map `map_c`. `issued` counts the
+/// Finishes the (WG_M, BN) part `part` of tile `t` (rows `part · WG_M ..`), held in
+/// `acc[D0..]` by consumer warpgroup `wg`, in an overwrite mode (f32 when `WIDE`, else bf16
+/// or f16) and hands it to the copy engine, piece by piece: 64 rows of 128 bytes
+/// (`EPILOGUE_PIECE_BYTES`), written to one of the warpgroup's two buffers at `pieces` in
+/// the 128B-swizzled layout of a box of C's map `map_c`. `issued` counts the
 /// pieces this warpgroup stored so far (it picks the buffer). Thread `tid`'s fragment as for
 /// [`store_accumulate`]. Rows past M and columns past N are computed but the engine clips
 /// them (it clips columns in 16-byte units, so the host sends only an N made of whole ones);
@@ -190,9 +207,10 @@ const WG_THREADS: u32 = 128;
 /// warpgroup waits for its stores to have read their pieces before the block exits
 /// ([`drain`]).
 #[inline(always)]
-pub unsafe fn store_tma<const BN: u32, const BM: u32, const WIDE: bool>(
+pub unsafe fn store_tma<const BN: u32, const BM: u32, const D0: usize, const WIDE: bool>(
     p: &GemmParams,
     t: &Tile,
+    part: u32,
     wg: u32,
     tid: u32,
     acc: &[f32; 128],
@@ -200,6 +218,12 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const WIDE: bool>(
     map_c: u64,
     issued: &mut u32,
 ) {
+    const {
+        assert!(
+            D0 == 0 || (D0 == 64 && BN <= 128),
+            "the part lies inside acc"
+        )
+    };
     // n8 blocks of one piece: 128 bytes of a row.
     const fn blocks_per_piece(wide: bool) -> usize {
         if wide {
@@ -218,7 +242,7 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const WIDE: bool>(
     let r0 = warp * 16 + lane / 4;
     let has_bias = p.bias_dtype != BIAS_NONE;
     let col0 = t.n0 + ((lane % 4) * 2) as u64;
-    let m0 = (t.m0 + (wg * WG_M) as u64) as i32;
+    let m0 = (t.m0 + (part * WG_M) as u64) as i32;
     let batch = if p.batch_stride_c == 0 {
         0
     } else {
@@ -237,7 +261,7 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const WIDE: bool>(
             // adds and selects took a 16-bit piece of 128 columns from ~200 SASS
             // instructions to ~600 (docs/perf-notes.md, version 8). No barrier inside
             // either arm (tests/ptx_vendored.rs counts them).
-            let piece = PieceWriter { p, acc, buf, r0, col0, lane, bf16 };
+            let piece = PieceWriter { p, acc, d0: D0, buf, r0, col0, lane, bf16 };
             // SAFETY (both arms): forwarded contract.
             unsafe {
                 if has_bias {
@@ -265,6 +289,9 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const WIDE: bool>(
 struct PieceWriter<'a> {
     p: &'a GemmParams,
     acc: &'a [f32; 128],
+    /// The first of the part's accumulators in `acc` (0, or 64 for a ping-pong tile's
+    /// second half).
+    d0: usize,
     /// The piece's buffer (128B-swizzled box of C's map).
     buf: u32,
     /// This thread's first row in the piece (the second is 8 below).
@@ -302,7 +329,8 @@ impl PieceWriter<'_> {
                 unroll2!(h => {
                     let r = self.r0 + 8 * h as u32;
                     let at = self.buf + r * 128 + ((chunk ^ (r % 8)) * 16) + within;
-                    let mut v = [self.acc[4 * j + 2 * h], self.acc[4 * j + 2 * h + 1]];
+                    let i = self.d0 + 4 * j + 2 * h;
+                    let mut v = [self.acc[i], self.acc[i + 1]];
                     if let Some(b) = bias {
                         v = [v[0] + b[0], v[1] + b[1]];
                     }

@@ -9,7 +9,7 @@
 //! `empty` barrier (one arrival per consumer warp when its wgmmas have read the stage).
 
 use super::config::{
-    a_bytes, consumers, stage_bytes, stages, BK, BOX_BYTES, EPILOGUE_AREA, EPILOGUE_BUFFERS,
+    a_bytes, stage_bytes, stages, BK, BOX_BYTES, EPILOGUE_AREA, EPILOGUE_BUFFERS,
     EPILOGUE_PIECE_BYTES, MAX_STAGES, MMA_K, STAGE_AREA, SWIZZLE_ELEMS, WG_M,
 };
 use super::walk::Walk;
@@ -61,20 +61,22 @@ impl<const BN: u32, const BM: u32> Stages<BN, BM> {
         self.base + STAGE_AREA + wg * EPILOGUE_BUFFERS * EPILOGUE_PIECE_BYTES
     }
 
-    /// Initialises every barrier for clusters of `cluster` blocks. One thread calls it,
-    /// before a block-wide (cluster-wide, with clusters) barrier.
+    /// Initialises every barrier for clusters of `cluster` blocks, each stage read by
+    /// `readers` consumer warpgroups of each block (all of them, or one for the ping-pong
+    /// consumers). One thread calls it, before a block-wide (cluster-wide, with clusters)
+    /// barrier.
     ///
     /// # Safety
     /// The barriers lie inside the block's shared memory (`config::SMEM_BYTES`).
     #[inline(always)]
-    pub unsafe fn init(&self, cluster: u32) {
+    pub unsafe fn init(&self, cluster: u32, readers: u32) {
         for s in 0..Self::COUNT {
             // SAFETY: forwarded contract; nothing else touches the barriers yet.
             unsafe {
                 mbarrier_init(self.full(s), 1);
-                // Every consumer warp of every block of the cluster releases each stage:
+                // Every reading warp of every block of the cluster releases each stage:
                 // the blocks write into each other's stages.
-                mbarrier_init(self.empty(s), consumers(BM) * 4 * cluster);
+                mbarrier_init(self.empty(s), readers * 4 * cluster);
             }
         }
         fence_mbarrier_init();
@@ -90,7 +92,7 @@ impl<const BN: u32, const BM: u32> Stages<BN, BM> {
 
 /// K tiles of BK: the producer and the consumers walk the same ones.
 #[inline(always)]
-fn k_tiles(p: &GemmParams) -> u32 {
+pub(super) fn k_tiles(p: &GemmParams) -> u32 {
     p.k.div_ceil(BK as u64) as u32
 }
 
@@ -279,12 +281,33 @@ unsafe fn mma_step<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: 
     }
 }
 
+/// One k16 step of a ping-pong consumer on half `D0 / 64` of its 128 × 128 tile:
+/// `acc[D0..D0 + 64] += A[64 rows, 16 k] · B[16 k, 128]`.
+#[inline(always)]
+unsafe fn mma_half_step<E: WgmmaElement, const A_K: bool, const B_K: bool, const D0: usize>(
+    acc: &mut [f32; 128],
+    a: u64,
+    b: u64,
+) {
+    // SAFETY (all arms): forwarded contract. The transpose immediates follow the layouts.
+    unsafe {
+        match (A_K, B_K) {
+            (true, true) => E::wgmma_n128_half::<0, 0, D0>(acc, a, b),
+            (true, false) => E::wgmma_n128_half::<0, 1, D0>(acc, a, b),
+            (false, true) => E::wgmma_n128_half::<1, 0, D0>(acc, a, b),
+            (false, false) => E::wgmma_n128_half::<1, 1, D0>(acc, a, b),
+        }
+    }
+}
+
 /// One stage's part of the chain for one consumer warpgroup: waits for stage `s` to land,
 /// issues its first `STEPS` k16 steps as one wgmma group (ascending k), and once the
 /// previous group has completed releases the previous stage (`release`, when there is one).
 /// `STEPS` is a constant so that a whole stage's wgmmas form one straight run: with a
 /// run-time count the compiler fences each one separately. Without `ACTIVE` only the
-/// barrier protocol runs.
+/// barrier protocol runs. With `PINGPONG` the warpgroup owns the whole (128, 128) tile: each
+/// k16 step is two wgmmas, rows 0–63 into `acc[0..64]` and rows 64–127 into `acc[64..128]`,
+/// so each accumulator still takes its steps in ascending k, one wgmma each.
 ///
 /// # Safety
 /// Every thread of consumer warpgroup `wg` calls it together; `parity` is stage `s`'s
@@ -299,6 +322,7 @@ unsafe fn stage_steps<
     const STEPS: u32,
     const ACTIVE: bool,
     const CLUSTER: u32,
+    const PINGPONG: bool,
 >(
     st: &Stages<BN, BM>,
     acc: &mut [f32; 128],
@@ -314,14 +338,23 @@ unsafe fn stage_steps<
         wgmma_fence_operands(acc);
         wgmma_fence();
         for step in 0..STEPS {
-            // Tiles below WG_M rows: the wgmma reads on into the stage's B tile for the rows
-            // past BM, which are never stored (`config::BM_CHOICES`).
-            let a = operand_descriptor::<A_K>(st.a(s), wg * WG_M, step);
             let b = operand_descriptor::<B_K>(st.b(s), 0, step);
             // The one operation of the chain: k ascends with the stage, then the step.
-            // SAFETY: stage s has landed (full barrier) and is not overwritten before this
-            // warpgroup's arrival on its empty barrier, after the group completes.
-            unsafe { mma_step::<E, A_K, B_K, BN>(acc, a, b) };
+            // SAFETY (all): stage s has landed (full barrier) and is not overwritten before
+            // this warpgroup's arrival on its empty barrier, after the group completes.
+            if PINGPONG {
+                let top = operand_descriptor::<A_K>(st.a(s), 0, step);
+                let bottom = operand_descriptor::<A_K>(st.a(s), WG_M, step);
+                unsafe {
+                    mma_half_step::<E, A_K, B_K, 0>(acc, top, b);
+                    mma_half_step::<E, A_K, B_K, 64>(acc, bottom, b);
+                }
+            } else {
+                // Tiles below WG_M rows: the wgmma reads on into the stage's B tile for the
+                // rows past BM, which are never stored (`config::BM_CHOICES`).
+                let a = operand_descriptor::<A_K>(st.a(s), wg * WG_M, step);
+                unsafe { mma_step::<E, A_K, B_K, BN>(acc, a, b) };
+            }
         }
         wgmma_commit_group();
         wgmma_wait_group::<1>();
@@ -344,7 +377,10 @@ unsafe fn stage_steps<
 /// (shared with the producer's count). A warpgroup whose rows all lie past M (`ACTIVE`
 /// false: small M) only keeps the barrier protocol and issues no wgmma: its accumulators
 /// are never stored. `ACTIVE` is a constant, not a run-time branch around the wgmmas: with
-/// the branch, ptxas serializes every wgmma (info C7515).
+/// the branch, ptxas serializes every wgmma (info C7515). With `PINGPONG` the warpgroup
+/// computes all 128 rows of the (128, 128) tile (`wg` unused; see [`stage_steps`]).
+/// `on_issued` runs once every wgmma of the tile is issued, before the last ones complete
+/// (the ping-pong consumers hand the tensor cores over there).
 ///
 /// # Safety
 /// Every thread of consumer warpgroup `wg` calls it together, with the same `it`.
@@ -357,13 +393,21 @@ pub unsafe fn consume<
     const BM: u32,
     const ACTIVE: bool,
     const CLUSTER: u32,
+    const PINGPONG: bool,
 >(
     p: &GemmParams,
     st: &Stages<BN, BM>,
     wg: u32,
     tid: u32,
     it: &mut u32,
+    on_issued: impl FnOnce(),
 ) -> [f32; 128] {
+    const {
+        assert!(
+            !PINGPONG || (BN == 128 && BM == 2 * WG_M),
+            "a ping-pong tile is two m64n128 accumulators"
+        )
+    };
     // Every accumulator starts at +0.0 (all bits zero). Not `[0.0; 128]`: rustc lowers that
     // repeat to a store loop with a run-time index, which keeps the array in local memory.
     // SAFETY: all-zero bits are +0.0 for every element.
@@ -377,7 +421,7 @@ pub unsafe fn consume<
         let parity = (*it / Stages::<BN, BM>::COUNT) & 1;
         // SAFETY: forwarded contract.
         unsafe {
-            stage_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER>(
+            stage_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER, PINGPONG>(
                 st, &mut acc, wg, tid, s, parity, prev,
             )
         };
@@ -390,16 +434,16 @@ pub unsafe fn consume<
         // SAFETY (all arms): forwarded contract.
         unsafe {
             match tail_steps {
-                1 => stage_steps::<E, A_K, B_K, BN, BM, 1, ACTIVE, CLUSTER>(
+                1 => stage_steps::<E, A_K, B_K, BN, BM, 1, ACTIVE, CLUSTER, PINGPONG>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
-                2 => stage_steps::<E, A_K, B_K, BN, BM, 2, ACTIVE, CLUSTER>(
+                2 => stage_steps::<E, A_K, B_K, BN, BM, 2, ACTIVE, CLUSTER, PINGPONG>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
-                3 => stage_steps::<E, A_K, B_K, BN, BM, 3, ACTIVE, CLUSTER>(
+                3 => stage_steps::<E, A_K, B_K, BN, BM, 3, ACTIVE, CLUSTER, PINGPONG>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
-                _ => stage_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER>(
+                _ => stage_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER, PINGPONG>(
                     st, &mut acc, wg, tid, s, parity, prev,
                 ),
             }
@@ -407,6 +451,7 @@ pub unsafe fn consume<
         prev = Some(s);
         *it += 1;
     }
+    on_issued();
     wgmma_wait_group::<0>();
     wgmma_fence_operands(&mut acc);
     if let Some(last) = prev {

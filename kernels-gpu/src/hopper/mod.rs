@@ -23,10 +23,16 @@
 //! 64, 32, 16 and 8 rows (12 to 21 stages of BN = 64: more of B in flight, see
 //! `config::BM_CHOICES`).
 //! Blocks are persistent: block b computes tiles b, b + grid, ….
+//!
+//! That is the cooperative schedule ([`Cooperative`]). The ping-pong schedule
+//! ([`pingpong::PingPong`], 128 × 128 tiles, picked for accumulate mode) gives each consumer
+//! warpgroup whole tiles, every other one of the block, so one's epilogue overlaps the
+//! other's mainloop.
 
 pub mod config;
 pub mod epilogue;
 pub mod mainloop;
+pub mod pingpong;
 pub mod walk;
 
 use crate::arch::cluster::{cluster_ctarank, cluster_sync};
@@ -43,7 +49,9 @@ use mainloop::Stages;
 use walk::Walk;
 
 /// The whole kernel (A is contiguous along K when row-major, B when column-major) for
-/// (BM, BN) tiles, in clusters of `CLUSTER` blocks along M (1: no clusters; see `walk`).
+/// (BM, BN) tiles, in clusters of `CLUSTER` blocks along M (1: no clusters; see `walk`),
+/// the consumer warpgroups sharing the tiles as `S` says ([`Cooperative`] or
+/// [`pingpong::PingPong`]).
 ///
 /// # Safety
 /// `p` describes buffers valid for the spans the host validated; `maps` are the generic
@@ -60,6 +68,7 @@ pub unsafe fn gemm<
     const BN: u32,
     const BM: u32,
     const CLUSTER: u32,
+    S: Schedule,
 >(
     p: &GemmParams,
     maps: [u64; 3],
@@ -77,7 +86,7 @@ pub unsafe fn gemm<
     let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
     if tid == 0 {
         // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
-        unsafe { st.init(CLUSTER) };
+        unsafe { st.init(CLUSTER, S::readers(BM)) };
     }
     // The peers signal this block's barriers: they must see them initialised.
     if CLUSTER > 1 {
@@ -112,6 +121,62 @@ pub unsafe fn gemm<
         }
     } else {
         setmaxnreg_inc::<CONSUMER_REGS>();
+        // SAFETY: forwarded contract; this thread is a consumer's.
+        unsafe { S::consume::<E, A_K, B_K, BN, BM, CLUSTER>(p, &st, &walk, tid, map_c) };
+    }
+}
+
+/// How the consumer warpgroups share a block's tiles: a type parameter of [`gemm`], so each
+/// entry point is built for one.
+pub trait Schedule {
+    /// Consumer warpgroups of a block that read each stage, for tiles of `bm` rows.
+    fn readers(bm: u32) -> u32;
+
+    /// A consumer warpgroup's whole life.
+    ///
+    /// # Safety
+    /// As for [`gemm`]; every thread of consumer warpgroup `tid / 128` (≥ 1) calls it
+    /// together; the stages' `empty` barriers count [`Self::readers`] warpgroups per block.
+    unsafe fn consume<
+        E: WgmmaElement,
+        const A_K: bool,
+        const B_K: bool,
+        const BN: u32,
+        const BM: u32,
+        const CLUSTER: u32,
+    >(
+        p: &GemmParams,
+        st: &Stages<BN, BM>,
+        walk: &Walk<CLUSTER>,
+        tid: u32,
+        map_c: u64,
+    );
+}
+
+/// The consumer warpgroups split each tile's rows (64 each) and work on the same tile.
+pub struct Cooperative;
+
+impl Schedule for Cooperative {
+    #[inline(always)]
+    fn readers(bm: u32) -> u32 {
+        config::consumers(bm)
+    }
+
+    #[inline(always)]
+    unsafe fn consume<
+        E: WgmmaElement,
+        const A_K: bool,
+        const B_K: bool,
+        const BN: u32,
+        const BM: u32,
+        const CLUSTER: u32,
+    >(
+        p: &GemmParams,
+        st: &Stages<BN, BM>,
+        walk: &Walk<CLUSTER>,
+        tid: u32,
+        map_c: u64,
+    ) {
         // The epilogue, decided once: each consumer's code is built for one (see
         // `epilogue`). Whole consumer loops per kind, not a branch in the epilogue: with the
         // accumulators live across such a branch, ptxas spilled them.
@@ -119,15 +184,15 @@ pub unsafe fn gemm<
         unsafe {
             if p.out_mode == OUT_ACCUMULATE_F32 {
                 consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::ACCUMULATE }>(
-                    p, &st, &walk, tid, map_c,
+                    p, st, walk, tid, map_c,
                 )
             } else if p.out_mode == OUT_F32 {
                 consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::COPY_F32 }>(
-                    p, &st, &walk, tid, map_c,
+                    p, st, walk, tid, map_c,
                 )
             } else {
                 consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::COPY_16 }>(
-                    p, &st, &walk, tid, map_c,
+                    p, st, walk, tid, map_c,
                 )
             }
         }
@@ -135,7 +200,7 @@ pub unsafe fn gemm<
 }
 
 /// How a consumer stores its tiles (`epilogue`): a const parameter, so plain constants.
-mod store_kind {
+pub(crate) mod store_kind {
     /// bf16 or f16 overwrite, through the copy engine.
     pub const COPY_16: u32 = 0;
     /// f32 overwrite, through the copy engine.
@@ -178,20 +243,22 @@ unsafe fn consume_tiles<
         // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
         let acc = unsafe {
             if active {
-                mainloop::consume::<E, A_K, B_K, BN, BM, true, CLUSTER>(
+                mainloop::consume::<E, A_K, B_K, BN, BM, true, CLUSTER, false>(
                     p,
                     st,
                     wg - 1,
                     tid % 128,
                     &mut it,
+                    || {},
                 )
             } else {
-                mainloop::consume::<E, A_K, B_K, BN, BM, false, CLUSTER>(
+                mainloop::consume::<E, A_K, B_K, BN, BM, false, CLUSTER, false>(
                     p,
                     st,
                     wg - 1,
                     tid % 128,
                     &mut it,
+                    || {},
                 )
             }
         };
@@ -203,11 +270,12 @@ unsafe fn consume_tiles<
             unsafe {
                 match STORE {
                     store_kind::ACCUMULATE => {
-                        epilogue::store_accumulate::<BN, BM>(p, &t, wgi, wtid, &acc)
+                        epilogue::store_accumulate::<BN, BM, 0>(p, &t, wgi, wtid, &acc)
                     }
-                    store_kind::COPY_F32 => epilogue::store_tma::<BN, BM, true>(
+                    store_kind::COPY_F32 => epilogue::store_tma::<BN, BM, 0, true>(
                         p,
                         &t,
+                        wgi,
                         wgi,
                         wtid,
                         &acc,
@@ -215,9 +283,10 @@ unsafe fn consume_tiles<
                         map_c,
                         &mut issued,
                     ),
-                    _ => epilogue::store_tma::<BN, BM, false>(
+                    _ => epilogue::store_tma::<BN, BM, 0, false>(
                         p,
                         &t,
+                        wgi,
                         wgi,
                         wtid,
                         &acc,
