@@ -339,12 +339,13 @@ unsafe fn stage_steps<
         wgmma_fence();
         for step in 0..STEPS {
             let b = operand_descriptor::<B_K>(st.b(s), 0, step);
-            // The one operation of the chain: k ascends with the stage, then the step.
-            // SAFETY (all): stage s has landed (full barrier) and is not overwritten before
-            // this warpgroup's arrival on its empty barrier, after the group completes.
+            // The one operation of the chain: k ascends with the stage, then the step (with
+            // PINGPONG, rows 0–63 then 64–127, each into its own accumulators).
             if PINGPONG {
                 let top = operand_descriptor::<A_K>(st.a(s), 0, step);
                 let bottom = operand_descriptor::<A_K>(st.a(s), WG_M, step);
+                // SAFETY: stage s has landed (full barrier) and is not overwritten before
+                // this warpgroup's arrival on its empty barrier, after the group completes.
                 unsafe {
                     mma_half_step::<E, A_K, B_K, 0>(acc, top, b);
                     mma_half_step::<E, A_K, B_K, 64>(acc, bottom, b);
@@ -353,6 +354,7 @@ unsafe fn stage_steps<
                 // Tiles below WG_M rows: the wgmma reads on into the stage's B tile for the
                 // rows past BM, which are never stored (`config::BM_CHOICES`).
                 let a = operand_descriptor::<A_K>(st.a(s), wg * WG_M, step);
+                // SAFETY: as above.
                 unsafe { mma_step::<E, A_K, B_K, BN>(acc, a, b) };
             }
         }
