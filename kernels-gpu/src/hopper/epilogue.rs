@@ -22,6 +22,7 @@
 //! no-epilogue speed at 4096³ (docs/perf-notes.md).
 
 use super::config::{EPILOGUE_PIECE_BYTES, WG_M};
+use super::store_kind;
 use crate::arch::global::{ld_global_v2_f32, st_global_v2_b32};
 use crate::arch::shared::{st_shared_b32, st_shared_v2_b32};
 use crate::arch::sync::bar_sync_named;
@@ -182,6 +183,38 @@ unsafe fn store_accumulate_with<
             }
         }
     });
+}
+
+/// Finishes the (WG_M, BN) part `part` of tile `t` (rows `part · WG_M ..`), held in
+/// `acc[D0..]` by consumer warpgroup `wg`, the way `STORE` (a `super::store_kind`) says:
+/// [`store_accumulate`], or [`store_tma`] in f32 or 16 bits.
+///
+/// # Safety
+/// As for the function `STORE` picks; `pieces`, `map_c` and `issued` are those of
+/// [`store_tma`] (unused in accumulate mode).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub unsafe fn store_part<const BN: u32, const BM: u32, const D0: usize, const STORE: u32>(
+    p: &GemmParams,
+    t: &Tile,
+    part: u32,
+    wg: u32,
+    tid: u32,
+    acc: &[f32; 128],
+    pieces: u32,
+    map_c: u64,
+    issued: &mut u32,
+) {
+    // SAFETY (all arms): forwarded contract.
+    unsafe {
+        match STORE {
+            store_kind::ACCUMULATE => store_accumulate::<BN, BM, D0>(p, t, part, tid, acc),
+            store_kind::COPY_F32 => {
+                store_tma::<BN, BM, D0, true>(p, t, part, wg, tid, acc, pieces, map_c, issued)
+            }
+            _ => store_tma::<BN, BM, D0, false>(p, t, part, wg, tid, acc, pieces, map_c, issued),
+        }
+    }
 }
 
 /// Threads of one consumer warpgroup (the named barrier's count).

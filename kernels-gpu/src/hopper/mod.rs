@@ -265,37 +265,22 @@ unsafe fn consume_tiles<
         // A warpgroup past M has nothing to store.
         if active {
             let (wgi, wtid) = (wg - 1, tid % 128);
-            // SAFETY (all arms): forwarded contract; the warpgroup's barrier (1 + wgi) and
-            // epilogue pieces are its own.
+            let pieces = st.epilogue(wgi);
+            // SAFETY: forwarded contract; the warpgroup's barrier (1 + wgi) and epilogue
+            // pieces are its own.
             unsafe {
-                match STORE {
-                    store_kind::ACCUMULATE => {
-                        epilogue::store_accumulate::<BN, BM, 0>(p, &t, wgi, wtid, &acc)
-                    }
-                    store_kind::COPY_F32 => epilogue::store_tma::<BN, BM, 0, true>(
-                        p,
-                        &t,
-                        wgi,
-                        wgi,
-                        wtid,
-                        &acc,
-                        st.epilogue(wgi),
-                        map_c,
-                        &mut issued,
-                    ),
-                    _ => epilogue::store_tma::<BN, BM, 0, false>(
-                        p,
-                        &t,
-                        wgi,
-                        wgi,
-                        wtid,
-                        &acc,
-                        st.epilogue(wgi),
-                        map_c,
-                        &mut issued,
-                    ),
-                }
-            }
+                epilogue::store_part::<BN, BM, 0, STORE>(
+                    p,
+                    &t,
+                    wgi,
+                    wgi,
+                    wtid,
+                    &acc,
+                    pieces,
+                    map_c,
+                    &mut issued,
+                )
+            };
         }
         tile += step;
     }

@@ -153,63 +153,31 @@ unsafe fn consume_with<
         };
         if active {
             let pieces = st.epilogue(wg - 1);
-            // SAFETY (all arms): forwarded contract; named barrier 1 + (wg − 1) and the
-            // epilogue pieces at `pieces` are this warpgroup's.
+            // SAFETY: forwarded contract; named barrier 1 + (wg − 1) and the epilogue pieces
+            // at `pieces` are this warpgroup's.
             unsafe {
-                match STORE {
-                    store_kind::ACCUMULATE => {
-                        epilogue::store_accumulate::<BN, BM, 0>(p, &t, 0, wtid, &acc);
-                        epilogue::store_accumulate::<BN, BM, 64>(p, &t, 1, wtid, &acc);
-                    }
-                    store_kind::COPY_F32 => {
-                        epilogue::store_tma::<BN, BM, 0, true>(
-                            p,
-                            &t,
-                            0,
-                            wg - 1,
-                            wtid,
-                            &acc,
-                            pieces,
-                            map_c,
-                            &mut issued,
-                        );
-                        epilogue::store_tma::<BN, BM, 64, true>(
-                            p,
-                            &t,
-                            1,
-                            wg - 1,
-                            wtid,
-                            &acc,
-                            pieces,
-                            map_c,
-                            &mut issued,
-                        );
-                    }
-                    _ => {
-                        epilogue::store_tma::<BN, BM, 0, false>(
-                            p,
-                            &t,
-                            0,
-                            wg - 1,
-                            wtid,
-                            &acc,
-                            pieces,
-                            map_c,
-                            &mut issued,
-                        );
-                        epilogue::store_tma::<BN, BM, 64, false>(
-                            p,
-                            &t,
-                            1,
-                            wg - 1,
-                            wtid,
-                            &acc,
-                            pieces,
-                            map_c,
-                            &mut issued,
-                        );
-                    }
-                }
+                epilogue::store_part::<BN, BM, 0, STORE>(
+                    p,
+                    &t,
+                    0,
+                    wg - 1,
+                    wtid,
+                    &acc,
+                    pieces,
+                    map_c,
+                    &mut issued,
+                );
+                epilogue::store_part::<BN, BM, 64, STORE>(
+                    p,
+                    &t,
+                    1,
+                    wg - 1,
+                    wtid,
+                    &acc,
+                    pieces,
+                    map_c,
+                    &mut issued,
+                );
             }
         }
         j += 2;
