@@ -622,7 +622,7 @@ fn check_batch_invariance(be: &Backend, model: &Mlp, test: &Dataset) -> AnyResul
 }
 
 fn main() -> std::process::ExitCode {
-    match run() {
+    match run(Instant::now()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -631,9 +631,20 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run() -> AnyResult<()> {
+fn run(start: Instant) -> AnyResult<()> {
     let be = choose_backend()?;
     println!("device: {}", be.describe());
+    // The first call loads its kernel: on a fresh machine this is what a user waits for.
+    let probe = Gemm::dense(1, HIDDEN, IN, DType::F32);
+    let mut out = vec![0.0f32; HIDDEN];
+    be.gemm(&probe, &[0.5; IN], &vec![0.25; IN * HIDDEN], None, &mut out)?;
+    println!(
+        "first GEMM done {:.1} ms after start",
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    for image in be.engine().loaded_images() {
+        println!("  {image}");
+    }
     println!(
         "model: {IN} -> {HIDDEN} -> {HIDDEN} -> {CLASSES} (weights NK, KN, NK), f32, scalar tier; \
          {STEPS} SGD steps of {BATCH} rows ({MICRO_BATCHES} micro-batches), lr {LR}"

@@ -20,7 +20,7 @@ import math
 import os
 import sys
 
-# Nominal H200 figures (../shared/design/ARCHITECTURE.md, "Physical") for the roofline.
+# Nominal H200 figures (docs/ARCHITECTURE.md, "Physical") for the roofline.
 H200_BF16_TFLOPS = 989.0
 H200_TBPS = 4.3
 

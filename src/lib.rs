@@ -22,12 +22,15 @@
 //! # Ok::<(), sgemm_bi::Error>(())
 //! ```
 
-pub mod ptx;
+mod build_info;
+pub mod kernels;
+
+pub use build_info::{build_info, BuildInfo, ModuleInfo};
 
 pub use sgemm_bi_host::{
     bf16, f16, numeric, validate, DType, Device, Error, ErrorOperand, Gemm, GemmPointers,
-    HostSlice, HostSliceMut, KernelImages, Layout, Linear, Operand, Output, OutputMode, Result,
-    Stream, Tier, WeightLayout,
+    HostSlice, HostSliceMut, ImageKind, KernelImages, Layout, Linear, LoadedImage, Operand, Output,
+    OutputMode, Result, Stream, Tier, WeightLayout,
 };
 
 /// A GEMM engine on one device, with the library's embedded kernels (see
@@ -36,18 +39,26 @@ pub use sgemm_bi_host::{
 pub struct Engine(sgemm_bi_host::Engine);
 
 impl Engine {
-    /// Creates an engine on `device`. On a CUDA device this loads the embedded PTX through
-    /// the driver (JIT-compiled once per process and device); without a CUDA driver it
-    /// returns [`Error::NoDriver`] and `Device::Cpu` still works.
+    /// Creates an engine on `device`. On a CUDA device the kernels load as calls first need
+    /// them, from the machine code embedded for the device's architecture (or, on a GPU
+    /// without any, from the PTX, compiled by the driver one kernel at a time); without a
+    /// CUDA driver it returns [`Error::NoDriver`] and `Device::Cpu` still works.
     pub fn new(device: Device) -> Result<Self> {
-        sgemm_bi_host::Engine::with_kernels(device, &ptx::KERNELS).map(Engine)
+        sgemm_bi_host::Engine::with_kernels(device, &kernels::KERNELS).map(Engine)
+    }
+
+    /// As [`Engine::new`], loading the PTX even where machine code is embedded (tests and
+    /// measurements of the fallback); not part of the API.
+    #[doc(hidden)]
+    pub fn from_ptx(device: Device) -> Result<Self> {
+        sgemm_bi_host::Engine::with_kernels_from_ptx(device, &kernels::KERNELS).map(Engine)
     }
 
     /// As [`Engine::new`], with the tensor-core tier restricted to one path (tests compare
     /// the mma.sync and Hopper paths with it); not part of the API.
     #[doc(hidden)]
     pub fn with_tc_path(device: Device, path: sgemm_bi_host::TcPath) -> Result<Self> {
-        sgemm_bi_host::Engine::with_kernels_and_tc_path(device, &ptx::KERNELS, path).map(Engine)
+        sgemm_bi_host::Engine::with_kernels_and_tc_path(device, &kernels::KERNELS, path).map(Engine)
     }
 }
 

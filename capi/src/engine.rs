@@ -32,7 +32,7 @@ const _: fn() = || {
 /// # Safety
 /// 1. `handle` is NULL or a live handle from `sgemm_bi_engine_create`, not destroyed while
 ///    the returned borrow is used.
-unsafe fn engine<'a>(handle: *const sgemm_bi_engine) -> CResult<&'a Engine> {
+pub(crate) unsafe fn engine<'a>(handle: *const sgemm_bi_engine) -> CResult<&'a Engine> {
     // SAFETY: contract 1.
     unsafe { handle.as_ref() }
         .map(|h| &h.engine)
@@ -41,8 +41,9 @@ unsafe fn engine<'a>(handle: *const sgemm_bi_engine) -> CResult<&'a Engine> {
 
 /// Creates an engine: the CPU backend (`device_kind` `SGEMM_BI_DEVICE_KIND_CPU`, `ordinal`
 /// 0) or the CUDA device `ordinal` (`SGEMM_BI_DEVICE_KIND_CUDA`), whose primary context then
-/// owns every device pointer and stream passed to the engine. On a CUDA device this loads
-/// the library's kernels (JIT-compiled by the driver once per process and device).
+/// owns every device pointer and stream passed to the engine. On a CUDA device the kernels
+/// load as calls first need them, from the machine code embedded for the device (see
+/// `sgemm_bi_engine_build_info`); creating an engine loads none.
 ///
 /// On success `*out` is the new engine; on failure it is set to NULL (when `out` is not
 /// NULL). Without a CUDA driver the result is `SGEMM_BI_STATUS_NO_DRIVER`, without that

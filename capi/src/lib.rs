@@ -21,6 +21,7 @@
 //! enum variants become `SGEMM_BI_<ENUM>_<VARIANT>` in the header.
 #![allow(non_camel_case_types)]
 
+mod build_info;
 mod desc;
 mod engine;
 mod status;
@@ -29,6 +30,7 @@ mod tests;
 
 use std::ffi::c_char;
 
+pub use build_info::{sgemm_bi_build_info, sgemm_bi_engine_build_info};
 pub use desc::{
     sgemm_bi_capabilities, sgemm_bi_device_kind, sgemm_bi_dtype, sgemm_bi_gemm_desc,
     sgemm_bi_layout, sgemm_bi_linear, sgemm_bi_operand, sgemm_bi_output, sgemm_bi_output_mode,

@@ -843,3 +843,49 @@ fn enum_tables_match_the_header() {
         assert!(HEADER.contains(&format!("    {} = {i},\n", name(*s as u32))));
     }
 }
+
+#[test]
+fn build_info_names_the_version_and_every_module() {
+    // SAFETY: a static NUL-terminated string.
+    let json = unsafe { CStr::from_ptr(sgemm_bi_build_info()) }
+        .to_str()
+        .unwrap();
+    assert!(json.starts_with(&format!("{{\"version\":\"{}\"", env!("CARGO_PKG_VERSION"))));
+    assert!(json.contains("\"name\":\"sm80\"") && json.contains("\"name\":\"sm90a\""));
+    assert!(!json.contains("\"loaded\""), "{json}");
+    assert_eq!(json, sgemm_bi::build_info().to_json(None));
+}
+
+#[test]
+fn engine_build_info_reports_its_length_and_refuses_short_buffers() {
+    let h = Handle::cpu();
+    let mut len = 0usize;
+    // SAFETY (every call): a live engine; `buf` is NULL with capacity 0 or a live buffer
+    // of the capacity given; `len` is a valid out-pointer or NULL.
+    let status = unsafe { sgemm_bi_engine_build_info(h.get(), null_mut(), 0, &mut len) };
+    assert_eq!(status, sgemm_bi_status::BufferTooSmall);
+    assert!(message().contains("needs"), "{}", message());
+    let mut buf = vec![0x55 as std::ffi::c_char; len + 1];
+    let status = unsafe { sgemm_bi_engine_build_info(h.get(), buf.as_mut_ptr(), len, &mut len) };
+    assert_eq!(status, sgemm_bi_status::BufferTooSmall);
+    assert!(
+        buf.iter().all(|&b| b == 0x55),
+        "nothing written into a short buffer"
+    );
+    let status =
+        unsafe { sgemm_bi_engine_build_info(h.get(), buf.as_mut_ptr(), len + 1, &mut len) };
+    assert_eq!(status, OK);
+    // SAFETY: the call wrote a NUL-terminated text into `buf`.
+    let json = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+    assert_eq!(json.len(), len);
+    assert!(
+        json.ends_with(",\"loaded\":[]}"),
+        "a CPU engine loads no module: {json}"
+    );
+    let status = unsafe { sgemm_bi_engine_build_info(h.get(), null_mut(), 8, &mut len) };
+    assert_eq!(status, sgemm_bi_status::NullParameter);
+    let status = unsafe { sgemm_bi_engine_build_info(h.get(), buf.as_mut_ptr(), 8, null_mut()) };
+    assert_eq!(status, sgemm_bi_status::NullParameter);
+    let status = unsafe { sgemm_bi_engine_build_info(null(), buf.as_mut_ptr(), 8, &mut len) };
+    assert_eq!(status, sgemm_bi_status::NullParameter);
+}

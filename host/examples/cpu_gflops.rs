@@ -15,12 +15,7 @@ use sgemm_bi_host::{
 };
 
 /// The CPU engine loads no kernels.
-static NO_KERNELS: KernelImages = KernelImages {
-    sm80: "",
-    sm90a: "",
-    sm80_cubin_sm90: &[],
-    sm90a_cubin: &[],
-};
+static NO_KERNELS: KernelImages = KernelImages::NONE;
 
 /// Deterministic values in [-1, 1).
 fn random(len: usize, seed: u64) -> Vec<f32> {

@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cpu;
-use crate::cuda::{CudaBackend, KernelImages, TcPath};
+use crate::cuda::{CudaBackend, KernelImages, LoadedImage, TcPath};
 use crate::error::{Error, Operand as Which, Result};
 use crate::host_slice::{HostSlice, HostSliceMut};
 use crate::triad::Linear;
@@ -45,6 +45,15 @@ impl Engine {
         Self::with_kernels_and_tc_path(device, kernels, TcPath::from_env())
     }
 
+    /// As [`Engine::with_kernels`], loading the PTX and never the machine code: what a GPU
+    /// without embedded machine code runs (the same kernels, compiled by the driver). For
+    /// tests and measurements of that fallback; `SGEMM_BI_FORCE_PTX=1` does the same for
+    /// every engine. Not part of the API.
+    #[doc(hidden)]
+    pub fn with_kernels_from_ptx(device: Device, kernels: &'static KernelImages) -> Result<Self> {
+        Self::create(device, kernels, TcPath::from_env(), true)
+    }
+
     /// As [`Engine::with_kernels`], with the tensor-core tier restricted to one path. For
     /// tests that compare the mma.sync and Hopper paths; not part of the API.
     #[doc(hidden)]
@@ -53,11 +62,21 @@ impl Engine {
         kernels: &'static KernelImages,
         tc_path: TcPath,
     ) -> Result<Self> {
+        let force_ptx = std::env::var("SGEMM_BI_FORCE_PTX").is_ok_and(|v| v == "1");
+        Self::create(device, kernels, tc_path, force_ptx)
+    }
+
+    fn create(
+        device: Device,
+        kernels: &'static KernelImages,
+        tc_path: TcPath,
+        force_ptx: bool,
+    ) -> Result<Self> {
         let backend = match device {
             Device::Cpu => Backend::Cpu,
-            Device::Cuda(ordinal) => {
-                Backend::Cuda(Box::new(CudaBackend::new(ordinal, kernels, tc_path)?))
-            }
+            Device::Cuda(ordinal) => Backend::Cuda(Box::new(CudaBackend::new(
+                ordinal, kernels, tc_path, force_ptx,
+            )?)),
         };
         let pointer_checks = !std::env::var("SGEMM_BI_CHECK_POINTERS").is_ok_and(|v| v == "0");
         Ok(Engine {
@@ -102,6 +121,17 @@ impl Engine {
         match &self.backend {
             Backend::Cpu => None,
             Backend::Cuda(c) => Some(c.compute_capability()),
+        }
+    }
+
+    /// Which image of each kernel module this engine's device runs (machine code for its
+    /// architecture, or PTX compiled by the driver) and how many entry points it has loaded
+    /// so far; empty on the CPU. A device's modules load once per process, with the first
+    /// call that needs them, and are shared by all its engines.
+    pub fn loaded_images(&self) -> Vec<LoadedImage> {
+        match &self.backend {
+            Backend::Cpu => Vec::new(),
+            Backend::Cuda(c) => c.loaded_images(),
         }
     }
 

@@ -1,6 +1,6 @@
 //! sgemm-bi's engine: devices, plans, the CPU backend and the CUDA launcher.
 //!
-//! Most users want the `sgemm-bi` crate, which re-exports this one and embeds the PTX.
+//! Most users want the `sgemm-bi` crate, which re-exports this one and embeds the kernels.
 
 mod cpu;
 mod cuda;
@@ -12,9 +12,9 @@ mod triad;
 mod types;
 pub mod validate;
 
-pub use cuda::KernelImages;
 #[doc(hidden)]
 pub use cuda::TcPath;
+pub use cuda::{Compressed, Cubin, ImageKind, KernelImages, LoadedImage, ModuleImages};
 pub use engine::Engine;
 pub use error::{Error, Operand as ErrorOperand, Result};
 pub use half::{bf16, f16};

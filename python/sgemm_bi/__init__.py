@@ -59,6 +59,7 @@ __all__ = [
     "Capabilities",
     "library_path",
     "library_version",
+    "build_info",
     "errors",
     "ops",
     "parallel",
@@ -76,6 +77,26 @@ def library_path() -> Path:
     from ._capi import library_path as _path
 
     return _path()
+
+
+def build_info(device: object = None) -> dict:
+    """What the loaded libsgemm_bi holds (``sgemm_bi_build_info()``): ``version``,
+    ``commit``, ``kernels`` (where the kernels came from), ``ptxas`` (the version of the
+    ptxas that made the machine code) and ``modules``, each with the architectures it has
+    ``machine_code`` for and the ``ptx_target`` it falls back to on other GPUs.
+
+    With ``device`` (``"cuda:0"``, a ``torch.device``, ...), also ``loaded``: which image of
+    each module that device runs and how many of its entry points are loaded
+    (:meth:`Engine.build_info` of the device's shared engine)."""
+    import json
+
+    from ._capi import library
+
+    if device is None:
+        return json.loads(library().sgemm_bi_build_info().decode())
+    from .engine import engine_for
+
+    return engine_for(device).build_info()
 
 
 def library_version() -> str:

@@ -192,6 +192,10 @@ _status = c_uint32  # sgemm_bi_status is uint32_t in C before C23
 PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "sgemm_bi_abi_version": (c_uint32, []),
     "sgemm_bi_version": (c_char_p, []),
+    "sgemm_bi_build_info": (c_char_p, []),
+    "sgemm_bi_engine_build_info": (
+        _status, [_engine_p, c_char_p, ctypes.c_size_t, POINTER(ctypes.c_size_t)],
+    ),
     "sgemm_bi_engine_create": (_status, [c_uint32, c_uint32, POINTER(_engine_p)]),
     "sgemm_bi_engine_destroy": (_status, [_engine_p]),
     "sgemm_bi_engine_capabilities": (_status, [_engine_p, POINTER(sgemm_bi_capabilities)]),

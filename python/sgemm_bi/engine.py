@@ -25,6 +25,7 @@ This module does not import torch.
 from __future__ import annotations
 
 import ctypes
+import json
 import operator
 import sys
 import threading
@@ -276,6 +277,20 @@ class Engine:
         out = ctypes.c_bool()
         check(self._lib.sgemm_bi_engine_supports(self.handle, parse_tier(tier), ctypes.byref(out)))
         return bool(out.value)
+
+    def build_info(self) -> dict[str, Any]:
+        """:func:`sgemm_bi.build_info` plus ``"loaded"``: for each kernel module of this
+        engine's device, the image it runs (``"machine code"`` for ``"arch"``, or ``"ptx"``,
+        compiled by the driver) and how many entry points it has loaded so far (modules load
+        with their first call; empty on the CPU)."""
+        length = ctypes.c_size_t()
+        status = self._lib.sgemm_bi_engine_build_info(self.handle, None, 0, ctypes.byref(length))
+        if status not in (_capi.Status.OK, _capi.Status.BUFFER_TOO_SMALL):
+            check(status)
+        buf = ctypes.create_string_buffer(length.value + 1)
+        check(self._lib.sgemm_bi_engine_build_info(
+            self.handle, buf, len(buf), ctypes.byref(length)))
+        return json.loads(buf.value.decode())
 
     def __repr__(self) -> str:
         state = "closed" if self._handle is None else ", ".join(self._caps.tier_names)

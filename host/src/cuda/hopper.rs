@@ -7,6 +7,8 @@
 //! (`cuTensorMapEncodeTiled` is a pure host function: nothing is enqueued, so calls can be
 //! captured in CUDA graphs) and passed by value in the kernel parameter.
 
+use std::sync::Arc;
+
 use cudarc::driver::{result, sys};
 
 use super::kernel_abi::gemm_params;
@@ -15,6 +17,7 @@ use super::kernel_abi::hopper_config::{
     SWIZZLE_ELEMS, WG_M,
 };
 use super::kernel_abi::params::{HopperParams, TensorMap};
+use super::modules::{Lazy, ModuleLoader};
 use super::scalar::{layout_suffix, LAYOUTS};
 use super::tensor::Unsupported;
 use crate::error::{Error, Result};
@@ -349,16 +352,17 @@ fn index(dtype: DType, layouts: (Layout, Layout), bn: u32) -> (usize, usize, usi
     )
 }
 
-/// The Hopper entry points: `[dtype][layout pair][tile width]` (128-row tiles), the
-/// clustered ones (tile width CLUSTER_BN, clusters of 2) `[dtype][layout pair]`, the
-/// ping-pong ones `[dtype][layout pair][cluster size − 1]`, and the small-M ones (width
-/// NARROW_BN) `[dtype][layout pair][BM_CHOICES[1..] index]`, null where not built (8-row
-/// tiles of a column-major A).
+/// The Hopper entry points, each looked up on its first call: `[dtype][layout pair][tile
+/// width]` (128-row tiles), the clustered ones (tile width CLUSTER_BN, clusters of 2)
+/// `[dtype][layout pair]`, the ping-pong ones `[dtype][layout pair][cluster size − 1]`, and
+/// the small-M ones (width NARROW_BN) `[dtype][layout pair][BM_CHOICES[1..] index]` (not
+/// built for 8-row tiles of a column-major A; `tile_m` never picks those).
 pub(crate) struct HopperKernels {
-    functions: [[[sys::CUfunction; BN_CHOICES.len()]; 4]; 2],
-    clustered: [[sys::CUfunction; 4]; 2],
-    pingpong: [[[sys::CUfunction; 2]; 4]; 2],
-    narrow: [[[sys::CUfunction; BM_CHOICES.len() - 1]; 4]; 2],
+    module: Arc<ModuleLoader>,
+    functions: [[[Lazy<sys::CUfunction>; BN_CHOICES.len()]; 4]; 2],
+    clustered: [[Lazy<sys::CUfunction>; 4]; 2],
+    pingpong: [[[Lazy<sys::CUfunction>; 2]; 4]; 2],
+    narrow: [[[Lazy<sys::CUfunction>; BM_CHOICES.len() - 1]; 4]; 2],
     sms: usize,
     /// When the ping-pong kernels run (`SGEMM_BI_PINGPONG`).
     pingpong_use: PingPongUse,
@@ -372,64 +376,47 @@ fn narrow_built(bm: u32, a_layout: Layout) -> bool {
     bm >= 64 || a_layout == Layout::RowMajor
 }
 
-/// Looks `name` up and allows it the dynamic shared memory every Hopper kernel needs.
-fn load_one(get: &dyn Fn(&str) -> Result<sys::CUfunction>, name: &str) -> Result<sys::CUfunction> {
-    let f = get(name)?;
-    // SAFETY: `f` is a function of a loaded module, the context is current.
-    unsafe {
-        result::function::set_function_attribute(
-            f,
-            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            SMEM_BYTES as i32,
-        )
-    }
-    .map_err(|e| Error::Driver {
-        call: "cuFuncSetAttribute",
-        message: format!("{name}: {e}"),
-    })?;
-    Ok(f)
-}
-
 impl HopperKernels {
-    /// Looks every entry point up and allows it the dynamic shared memory it needs.
-    pub(crate) fn load(get: &dyn Fn(&str) -> Result<sys::CUfunction>, sms: usize) -> Result<Self> {
-        let mut functions = [[[std::ptr::null_mut(); BN_CHOICES.len()]; 4]; 2];
-        let mut clustered = [[std::ptr::null_mut(); 4]; 2];
-        let mut pingpong = [[[std::ptr::null_mut(); 2]; 4]; 2];
-        let mut narrow = [[[std::ptr::null_mut(); BM_CHOICES.len() - 1]; 4]; 2];
-        for dtype in DTYPES {
-            for layouts in LAYOUTS {
-                for bn in BN_CHOICES {
-                    let (d, l, n) = index(dtype, layouts, bn);
-                    let name = entry_name(dtype, layouts, BM, bn, 1, Schedule::Cooperative);
-                    functions[d][l][n] = load_one(get, &name)?;
-                }
-                let (d, l, _) = index(dtype, layouts, CLUSTER_BN);
-                let name = entry_name(dtype, layouts, BM, CLUSTER_BN, 2, Schedule::Cooperative);
-                clustered[d][l] = load_one(get, &name)?;
-                for cluster in [1, 2] {
-                    let name =
-                        entry_name(dtype, layouts, BM, PINGPONG_BN, cluster, Schedule::PingPong);
-                    pingpong[d][l][cluster as usize - 1] = load_one(get, &name)?;
-                }
-                for (h, bm) in BM_CHOICES[1..].iter().copied().enumerate() {
-                    if narrow_built(bm, layouts.0) {
-                        let name =
-                            entry_name(dtype, layouts, bm, NARROW_BN, 1, Schedule::Cooperative);
-                        narrow[d][l][h] = load_one(get, &name)?;
-                    }
-                }
-            }
-        }
-        Ok(HopperKernels {
-            functions,
-            clustered,
-            pingpong,
-            narrow,
+    /// The tables of the sm90a module's Hopper entry points on a device with `sms`
+    /// multiprocessors; loads nothing yet.
+    pub(crate) fn new(module: Arc<ModuleLoader>, sms: usize) -> Self {
+        HopperKernels {
+            module,
+            functions: Default::default(),
+            clustered: Default::default(),
+            pingpong: Default::default(),
+            narrow: Default::default(),
             sms: sms.max(1),
             pingpong_use: PingPongUse::from_env(),
             dependent_launch: !std::env::var("SGEMM_BI_DEPENDENT_LAUNCH").is_ok_and(|v| v == "0"),
+        }
+    }
+
+    /// The function of `slot`, named `name`, looked up on first use and allowed the dynamic
+    /// shared memory every Hopper kernel needs.
+    fn function(
+        &self,
+        slot: &Lazy<sys::CUfunction>,
+        name: impl FnOnce() -> String,
+    ) -> Result<sys::CUfunction> {
+        slot.get_or_try(|| {
+            let name = name();
+            let f = self.module.function(&name)?;
+            // SAFETY: `f` is a function of a loaded module, the context is current.
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    SMEM_BYTES as i32,
+                )
+            }
+            .map_err(|e| Error::Driver {
+                call: "cuFuncSetAttribute",
+                message: format!("{name}: {e}"),
+            })?;
+            Ok(f)
         })
+        .copied()
     }
 
     /// Launches `g` on the Hopper path (with the ping-pong consumers on every 128-row tile
@@ -505,17 +492,18 @@ impl HopperKernels {
         let clusters = cluster_tiles.min((self.sms / cluster as usize).max(1) as u64) as u32;
         let grid = clusters * cluster;
         let (d, l, n) = index(g.a.dtype, layouts, bn);
-        let function = if schedule == Schedule::PingPong {
-            self.pingpong[d][l][cluster as usize - 1]
+        let slot = if schedule == Schedule::PingPong {
+            &self.pingpong[d][l][cluster as usize - 1]
         } else if cluster > 1 {
-            self.clustered[d][l]
+            &self.clustered[d][l]
         } else if bm != BM {
+            debug_assert!(narrow_built(bm, layouts.0), "tile_m picks only built tiles");
             let h = BM_CHOICES[1..].iter().position(|&x| x == bm).unwrap();
-            self.narrow[d][l][h]
+            &self.narrow[d][l][h]
         } else {
-            self.functions[d][l][n]
+            &self.functions[d][l][n]
         };
-        debug_assert!(!function.is_null(), "tile_m picks only built tiles");
+        let function = self.function(slot, name)?;
         let mut args = [&mut params as *mut HopperParams as *mut std::ffi::c_void];
         // SAFETY: `value` is a plain-data union; each attribute sets the member its id names.
         let mut attributes: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };

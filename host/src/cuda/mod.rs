@@ -8,12 +8,13 @@
 //! engines in a loop neither reloads the PTX nor leaks modules.
 
 mod hopper;
+mod images;
 mod kernel_abi;
+mod modules;
 mod pointers;
 mod scalar;
 mod tensor;
 
-use std::ffi::CString;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::{result, sys, CudaContext};
@@ -22,22 +23,9 @@ use crate::error::{Error, Operand as Which, Result};
 use crate::types::{Gemm, GemmPointers, Stream, Tier};
 use crate::validate::Extents;
 
-/// PTX text of each module the engine may load (see `kernels-gpu/`), and their machine code
-/// for compute capability 9.0 where the build made it.
-#[derive(Debug)]
-pub struct KernelImages {
-    /// Kernels that need nothing newer than sm_80 (the scalar tier and the tensor-core
-    /// tier's mma.sync path).
-    pub sm80: &'static str,
-    /// The tensor-core tier's Hopper path (wgmma + TMA), loaded on compute capability 9.0
-    /// only (sm_90a code runs on no other GPU). Empty: not available.
-    pub sm90a: &'static str,
-    /// `sm80` assembled for sm_90 (a cubin), loaded instead of the PTX on compute
-    /// capability 9.0 so that the driver compiles nothing there. Empty: load the PTX.
-    pub sm80_cubin_sm90: &'static [u8],
-    /// `sm90a` assembled for sm_90a (a cubin), as `sm80_cubin_sm90`.
-    pub sm90a_cubin: &'static [u8],
-}
+pub use images::{Compressed, Cubin, KernelImages, ModuleImages};
+use modules::ModuleLoader;
+pub use modules::{ImageKind, LoadedImage};
 
 /// Which kernels the tensor-core tier may use. Not a tuning knob: the default lets the
 /// planner choose; the others exist so the tests can run both paths (and both Hopper
@@ -80,77 +68,9 @@ fn driver_error(call: &'static str) -> impl Fn(result::DriverError) -> Error {
     }
 }
 
-/// A loaded module; unloaded on drop.
-struct Module {
-    ctx: Arc<CudaContext>,
-    raw: sys::CUmodule,
-}
-
-impl Module {
-    fn load(ctx: &Arc<CudaContext>, ptx: &str) -> Result<Self> {
-        let image = CString::new(ptx).map_err(|_| Error::Driver {
-            call: "cuModuleLoadData",
-            message: "PTX image contains a NUL byte".into(),
-        })?;
-        ctx.bind_to_thread()
-            .map_err(driver_error("cuCtxSetCurrent"))?;
-        // SAFETY: `image` is a NUL-terminated PTX text that outlives the call; the context is
-        // current on this thread.
-        let raw = unsafe { result::module::load_data(image.as_ptr().cast()) }
-            .map_err(driver_error("cuModuleLoadData"))?;
-        Ok(Module {
-            ctx: ctx.clone(),
-            raw,
-        })
-    }
-
-    /// Loads machine code for this device when there is some (`cubin`, on compute capability
-    /// 9.0 only) and the driver takes it, else compiles `ptx`. A cubin the driver refuses
-    /// (one from a newer ptxas than the driver knows) costs only the compile it was to save.
-    fn load_best(
-        ctx: &Arc<CudaContext>,
-        capability: (u32, u32),
-        cubin: &'static [u8],
-        ptx: &str,
-    ) -> Result<Self> {
-        if capability == (9, 0) && !cubin.is_empty() {
-            ctx.bind_to_thread()
-                .map_err(driver_error("cuCtxSetCurrent"))?;
-            // SAFETY: `cubin` is a whole ELF image in static memory; the driver reads it
-            // during the call only; the context is current on this thread.
-            if let Ok(raw) = unsafe { result::module::load_data(cubin.as_ptr().cast()) } {
-                return Ok(Module {
-                    ctx: ctx.clone(),
-                    raw,
-                });
-            }
-        }
-        Self::load(ctx, ptx)
-    }
-
-    fn function(&self, name: &str) -> Result<sys::CUfunction> {
-        // SAFETY: `self.raw` is a loaded module until `self` drops.
-        unsafe { result::module::get_function(self.raw, CString::new(name).unwrap()) }.map_err(
-            |e| Error::Driver {
-                call: "cuModuleGetFunction",
-                message: format!("{name}: {e}"),
-            },
-        )
-    }
-}
-
-impl Drop for Module {
-    fn drop(&mut self) {
-        // Errors cannot be returned from drop; a failed unload only leaks the module.
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: loaded by `Module::load`, unloaded only here.
-            let _ = unsafe { result::module::unload(self.raw) };
-        }
-    }
-}
-
-/// One device's primary context and the kernels loaded into it: created once per process
-/// for each device and set of kernel images, and never dropped (see the module comment).
+/// One device's primary context and its kernels, loaded as calls first need them
+/// (`modules.rs`): created once per process for each device and set of kernel images, and
+/// never dropped (see the module comment).
 struct Loaded {
     ctx: Arc<CudaContext>,
     ordinal: usize,
@@ -164,35 +84,41 @@ struct Loaded {
     tensor: Option<tensor::TensorKernels>,
     /// `None` except on compute capability 9.0 (sm_90a code).
     hopper: Option<hopper::HopperKernels>,
-    // Declared last: dropped after the function handles that point into them.
-    _sm80: Option<Module>,
-    _sm90a: Option<Module>,
+    /// The modules the tables' functions come from: `sm80` on sm_80 and newer, `sm90a` on
+    /// compute capability 9.0.
+    sm80: Option<Arc<ModuleLoader>>,
+    sm90a: Option<Arc<ModuleLoader>>,
 }
 
-// SAFETY: CUmodule and CUfunction handles are immutable after loading and the CUDA driver
-// API is thread-safe; every use binds the context to the calling thread first.
+// SAFETY: CUfunction handles are immutable after loading and the CUDA driver API is
+// thread-safe; every use binds the context to the calling thread first. The lazily filled
+// tables and loaders synchronize their own state (OnceLock, Mutex).
 unsafe impl Send for Loaded {}
-// SAFETY: as above; nothing mutates a `Loaded`.
+// SAFETY: as above.
 unsafe impl Sync for Loaded {}
 
-/// Every `Loaded` of this process, by device ordinal and kernel images (their address).
-static LOADED: Mutex<Vec<(usize, usize, Arc<Loaded>)>> = Mutex::new(Vec::new());
+/// Every `Loaded` of this process, by device ordinal, kernel images (their address) and
+/// whether PTX is forced.
+type LoadedKey = (usize, usize, bool);
+static LOADED: Mutex<Vec<(LoadedKey, Arc<Loaded>)>> = Mutex::new(Vec::new());
 
 impl Loaded {
-    /// The kernels of device `ordinal` (an existing device), loading them on first use.
-    fn get(ordinal: usize, kernels: &'static KernelImages) -> Result<Arc<Self>> {
-        let images = std::ptr::from_ref(kernels) as usize;
-        // A panic while loading leaves the list as it was: its entries are all complete.
+    /// The kernels of device `ordinal` (an existing device), set up on first use.
+    fn get(ordinal: usize, kernels: &'static KernelImages, force_ptx: bool) -> Result<Arc<Self>> {
+        let key = (ordinal, std::ptr::from_ref(kernels) as usize, force_ptx);
+        // A panic while setting up leaves the list as it was: its entries are all complete.
         let mut all = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, _, l)) = all.iter().find(|e| e.0 == ordinal && e.1 == images) {
+        if let Some((_, l)) = all.iter().find(|e| e.0 == key) {
             return Ok(l.clone());
         }
-        let loaded = Arc::new(Self::load(ordinal, kernels)?);
-        all.push((ordinal, images, loaded.clone()));
+        let loaded = Arc::new(Self::load(ordinal, kernels, force_ptx)?);
+        all.push((key, loaded.clone()));
         Ok(loaded)
     }
 
-    fn load(ordinal: usize, kernels: &KernelImages) -> Result<Self> {
+    /// Sets up the device's kernel tables; loads no module (each loads with its first
+    /// entry point).
+    fn load(ordinal: usize, kernels: &'static KernelImages, force_ptx: bool) -> Result<Self> {
         let ctx = CudaContext::new(ordinal).map_err(driver_error("cuDevicePrimaryCtxRetain"))?;
         let (major, minor) = ctx
             .compute_capability()
@@ -205,37 +131,20 @@ impl Loaded {
         let sms = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(driver_error("cuDeviceGetAttribute"))?;
-        let sm90a = if capability == (9, 0) && !kernels.sm90a.is_empty() {
-            Some(Module::load_best(
-                &ctx,
-                capability,
-                kernels.sm90a_cubin,
-                kernels.sm90a,
-            )?)
-        } else {
-            None
+        let loader = |images: &'static ModuleImages| {
+            Arc::new(ModuleLoader::new(&ctx, images, capability, force_ptx))
         };
-        let sm90a_get = sm90a
+        let sm90a =
+            (capability == (9, 0) && kernels.sm90a.available()).then(|| loader(&kernels.sm90a));
+        let sm80 =
+            (capability >= (8, 0) && kernels.sm80.available()).then(|| loader(&kernels.sm80));
+        let scalar = sm80
             .as_ref()
-            .map(|module| move |name: &str| module.function(name));
-        let (sm80, scalar, tensor) = if capability >= (8, 0) {
-            let module =
-                Module::load_best(&ctx, capability, kernels.sm80_cubin_sm90, kernels.sm80)?;
-            let get = |name: &str| module.function(name);
-            let scalar = scalar::ScalarKernels::load(
-                &get,
-                sm90a_get.as_ref().map(|f| f as &scalar::Lookup),
-                sms as u32,
-            )?;
-            let tensor = tensor::TensorKernels::load(&get)?;
-            (Some(module), Some(scalar), Some(tensor))
-        } else {
-            (None, None, None)
-        };
-        let hopper = match &sm90a_get {
-            Some(get) => Some(hopper::HopperKernels::load(get, sms as usize)?),
-            None => None,
-        };
+            .map(|m| scalar::ScalarKernels::new(m.clone(), sm90a.clone(), sms as u32));
+        let tensor = sm80.as_ref().map(|m| tensor::TensorKernels::new(m.clone()));
+        let hopper = sm90a
+            .as_ref()
+            .map(|m| hopper::HopperKernels::new(m.clone(), sms as usize));
         Ok(Loaded {
             ctx,
             ordinal,
@@ -244,9 +153,18 @@ impl Loaded {
             scalar,
             tensor,
             hopper,
-            _sm80: sm80,
-            _sm90a: sm90a,
+            sm80,
+            sm90a,
         })
+    }
+
+    /// What each module of this device has loaded so far.
+    fn loaded_images(&self) -> Vec<LoadedImage> {
+        [&self.sm80, &self.sm90a]
+            .into_iter()
+            .flatten()
+            .map(|m| m.loaded_image())
+            .collect()
     }
 }
 
@@ -262,6 +180,7 @@ impl CudaBackend {
         ordinal: usize,
         kernels: &'static KernelImages,
         tc_path: TcPath,
+        force_ptx: bool,
     ) -> Result<Self> {
         // SAFETY: only probes whether libcuda can be loaded; cudarc panics on first use
         // without it, so this must come first.
@@ -276,7 +195,7 @@ impl CudaBackend {
         if ordinal >= count {
             return Err(Error::NoDevice { ordinal, count });
         }
-        let loaded = Loaded::get(ordinal, kernels)?;
+        let loaded = Loaded::get(ordinal, kernels, force_ptx)?;
         // Creating an engine leaves its context current on the calling thread, loaded now or
         // before (callers allocate right after, as with any CUDA library).
         loaded
@@ -294,18 +213,26 @@ impl CudaBackend {
         self.loaded.capability
     }
 
+    pub(crate) fn loaded_images(&self) -> Vec<LoadedImage> {
+        self.loaded.loaded_images()
+    }
+
     /// Why `tier` cannot run here, if it cannot.
     pub(crate) fn tier_unavailable(&self, tier: Tier) -> Option<String> {
         let missing = match tier {
             Tier::Scalar => self.loaded.scalar.is_none(),
             Tier::TensorCores => self.loaded.tensor.is_none(),
         };
+        let (major, minor) = self.loaded.capability;
         missing.then(|| {
-            format!(
-                "compute capability {}.{} is older than 8.0, the oldest the {tier} kernels are \
-                 built for",
-                self.loaded.capability.0, self.loaded.capability.1
-            )
+            if (major, minor) >= (8, 0) {
+                format!("this engine was created without kernels for the {tier} tier")
+            } else {
+                format!(
+                    "compute capability {major}.{minor} is older than 8.0, the oldest the \
+                     {tier} kernels are built for"
+                )
+            }
         })
     }
 

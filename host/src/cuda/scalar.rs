@@ -2,11 +2,14 @@
 //! the same chain (see `kernels-gpu/src/scalar`), so the choice is free to depend on dtype and
 //! layouts.
 
+use std::sync::Arc;
+
 use cudarc::driver::{result, sys};
 
 use super::kernel_abi::params::GemmParams;
 use super::kernel_abi::scalar_config::{narrow, wide, BM, THREADS};
 use super::kernel_abi::{gemm_params, launch};
+use super::modules::{Lazy, ModuleLoader};
 use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, Layout, OutputMode};
 
@@ -28,8 +31,6 @@ pub(crate) enum Width {
 }
 
 impl Width {
-    const ALL: [Width; 2] = [Width::Wide, Width::Narrow];
-
     fn index(self) -> usize {
         self as usize
     }
@@ -116,9 +117,6 @@ pub(crate) fn layout_suffix((a, b): (Layout, Layout)) -> String {
     format!("{}{}", l(a), l(b))
 }
 
-/// Finds an entry point of one loaded module by name.
-pub(crate) type Lookup<'a> = dyn Fn(&str) -> Result<sys::CUfunction> + 'a;
-
 /// Which module a scalar entry point comes from: the sm80 module, which every GPU from
 /// sm_80 on loads, or the sm90a module's `_sm90` entries (wide tiles with more k steps per
 /// loop trip; f32 copied by cp.async), which replace their sm80 twins on compute capability
@@ -148,52 +146,27 @@ fn entry_name(dtype: DType, layouts: (Layout, Layout), width: Width, from: Sourc
     )
 }
 
-/// Twenty-four scalar entry points, `[dtype][layout pair][width]`, each with the number of
-/// its blocks the whole device runs at once.
+/// A loaded scalar entry point and the number of its blocks the whole device runs at once.
+#[derive(Clone, Copy)]
+struct ScalarFunction {
+    function: sys::CUfunction,
+    resident: u32,
+}
+
+/// Twenty-four scalar entry points, `[dtype][layout pair][width]`, each looked up on its
+/// first call.
 struct Table {
-    functions: [[[sys::CUfunction; 2]; 4]; 3],
-    resident: [[[u32; 2]; 4]; 3],
+    functions: [[[Lazy<ScalarFunction>; 2]; 4]; 3],
     /// The wide entries are the sm90a module's `_sm90` ones.
     sm90: bool,
 }
 
 impl Table {
-    /// Loads a table's entry points (`sm90a` only when `sm90`) on a device with `sms`
-    /// multiprocessors.
-    fn load(sm80: &Lookup, sm90a: &Lookup, sm90: bool, sms: u32) -> Result<Self> {
-        let mut functions = [[[std::ptr::null_mut(); 2]; 4]; 3];
-        let mut resident = [[[0; 2]; 4]; 3];
-        for (d, dtype) in DTYPES.iter().enumerate() {
-            for (l, layouts) in LAYOUTS.iter().enumerate() {
-                for width in Width::ALL {
-                    let from = source(width, sm90);
-                    let name = entry_name(*dtype, *layouts, width, from);
-                    let f = match from {
-                        Source::Sm80 => sm80(&name)?,
-                        Source::Sm90a => sm90a(&name)?,
-                    };
-                    // SAFETY: `f` is a function of a module loaded in the current context.
-                    let per_sm = unsafe {
-                        result::occupancy::max_active_block_per_multiprocessor(
-                            f,
-                            THREADS as i32,
-                            width.smem_bytes() as usize,
-                        )
-                    }
-                    .map_err(|e| Error::Driver {
-                        call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-                        message: format!("{name}: {e}"),
-                    })?;
-                    functions[d][l][width.index()] = f;
-                    resident[d][l][width.index()] = (per_sm.max(1) as u32).saturating_mul(sms);
-                }
-            }
-        }
-        Ok(Table {
-            functions,
-            resident,
+    fn new(sm90: bool) -> Self {
+        Table {
+            functions: Default::default(),
             sm90,
-        })
+        }
     }
 }
 
@@ -201,21 +174,57 @@ impl Table {
 /// second table with the sm90a module's faster wide entries. Both compute every
 /// element with the same chain, so the choice changes only speed.
 pub(crate) struct ScalarKernels {
+    sm80: Arc<ModuleLoader>,
+    sm90a: Option<Arc<ModuleLoader>>,
+    sms: u32,
     portable: Table,
-    sm90a: Option<Table>,
+    /// Present with the sm90a module.
+    sm90a_table: Option<Table>,
 }
 
 impl ScalarKernels {
-    /// Loads the entry points of the sm80 module and, when given, the sm90a module's on a
-    /// device with `sms` multiprocessors.
-    pub(crate) fn load(sm80: &Lookup, sm90a: Option<&Lookup>, sms: u32) -> Result<Self> {
-        Ok(ScalarKernels {
-            // A table without sm90a entries never looks in that module.
-            portable: Table::load(sm80, sm80, false, sms)?,
-            sm90a: sm90a
-                .map(|get| Table::load(sm80, get, true, sms))
-                .transpose()?,
-        })
+    /// The tables of the sm80 module's entry points and, when given, the sm90a module's,
+    /// on a device with `sms` multiprocessors; loads nothing yet.
+    pub(crate) fn new(sm80: Arc<ModuleLoader>, sm90a: Option<Arc<ModuleLoader>>, sms: u32) -> Self {
+        ScalarKernels {
+            sm90a_table: sm90a.as_ref().map(|_| Table::new(true)),
+            sm80,
+            sm90a,
+            sms,
+            portable: Table::new(false),
+        }
+    }
+
+    /// The entry point of `(d, l, width)` in `table`, looked up on first use with its
+    /// occupancy.
+    fn function(&self, table: &Table, d: usize, l: usize, width: Width) -> Result<ScalarFunction> {
+        table.functions[d][l][width.index()]
+            .get_or_try(|| {
+                let from = source(width, table.sm90);
+                let name = entry_name(DTYPES[d], LAYOUTS[l], width, from);
+                let module = match from {
+                    Source::Sm80 => &self.sm80,
+                    Source::Sm90a => self.sm90a.as_ref().expect("an sm90 table has the module"),
+                };
+                let function = module.function(&name)?;
+                // SAFETY: `function` is a function of a module loaded in the current context.
+                let per_sm = unsafe {
+                    result::occupancy::max_active_block_per_multiprocessor(
+                        function,
+                        THREADS as i32,
+                        width.smem_bytes() as usize,
+                    )
+                }
+                .map_err(|e| Error::Driver {
+                    call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                    message: format!("{name}: {e}"),
+                })?;
+                Ok(ScalarFunction {
+                    function,
+                    resident: (per_sm.max(1) as u32).saturating_mul(self.sms),
+                })
+            })
+            .copied()
     }
 
     /// # Safety
@@ -227,14 +236,17 @@ impl ScalarKernels {
         stream: sys::CUstream,
         portable_only: bool,
     ) -> Result<()> {
-        let table = match &self.sm90a {
+        let table = match &self.sm90a_table {
             Some(t) if !portable_only => t,
             _ => &self.portable,
         };
         let d = DTYPES.iter().position(|&x| x == g.a.dtype).unwrap();
         let layouts = (g.a.layout, g.b.layout);
         let l = LAYOUTS.iter().position(|&x| x == layouts).unwrap();
-        let wide_cols = wide_columns(g.m, g.n, g.batch, table.resident[d][l]);
+        // Both widths' occupancy decide the split, so the first call looks both up.
+        let wide = self.function(table, d, l, Width::Wide)?;
+        let narrow = self.function(table, d, l, Width::Narrow)?;
+        let wide_cols = wide_columns(g.m, g.n, g.batch, [wide.resident, narrow.resident]);
         let full = gemm_params(g, p, BM, wide::BN);
         // The wide part: columns 0 .. wide_cols.
         if wide_cols > 0 {
@@ -244,7 +256,7 @@ impl ScalarKernels {
                 ..full
             };
             // SAFETY: as below.
-            unsafe { self.launch_part(table, g, d, l, Width::Wide, params, stream)? };
+            unsafe { self.launch_part(table, g, wide, Width::Wide, params, stream)? };
         }
         // The narrow part: columns wide_cols .. N, as a problem of its own whose B, bias and
         // C start at column wide_cols (the strides are the full problem's).
@@ -269,7 +281,7 @@ impl ScalarKernels {
                 ..full
             };
             // SAFETY: as below.
-            unsafe { self.launch_part(table, g, d, l, Width::Narrow, params, stream)? };
+            unsafe { self.launch_part(table, g, narrow, Width::Narrow, params, stream)? };
         }
         Ok(())
     }
@@ -278,13 +290,11 @@ impl ScalarKernels {
     ///
     /// # Safety
     /// As for `launch`; `params` describes a column range of the call's problem.
-    #[allow(clippy::too_many_arguments)]
     unsafe fn launch_part(
         &self,
         table: &Table,
         g: &Gemm,
-        d: usize,
-        l: usize,
+        f: ScalarFunction,
         width: Width,
         params: GemmParams,
         stream: sys::CUstream,
@@ -297,11 +307,11 @@ impl ScalarKernels {
         // buffers satisfy the caller's contract.
         unsafe {
             launch(
-                table.functions[d][l][width.index()],
+                f.function,
                 || entry_name(g.a.dtype, layouts, width, source(width, table.sm90)),
                 THREADS,
                 width.smem_bytes(),
-                table.resident[d][l][width.index()],
+                f.resident,
                 params,
                 stream,
             )

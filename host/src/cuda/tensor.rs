@@ -8,11 +8,13 @@
 //! over a sweep of shapes has the same one.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
 use super::kernel_abi::tensor_config::{BM, BN, CHUNK_ELEMS, MMA_K, SMEM_BYTES, THREADS};
 use super::kernel_abi::{gemm_params, launch};
+use super::modules::{Lazy, ModuleLoader};
 use super::scalar::{layout_suffix, LAYOUTS};
 use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, Layout, Operand};
@@ -133,46 +135,45 @@ fn index(plan: &TensorPlan) -> (usize, usize, usize) {
     )
 }
 
-/// The sixteen tensor-core entry points: `[dtype][layout pair][loader]`.
+/// The sixteen tensor-core entry points, `[dtype][layout pair][loader]`, each looked up on
+/// its first call.
 pub(crate) struct TensorKernels {
-    functions: [[[sys::CUfunction; 2]; 4]; 2],
+    module: Arc<ModuleLoader>,
+    functions: [[[Lazy<sys::CUfunction>; 2]; 4]; 2],
 }
 
 impl TensorKernels {
-    /// Looks every entry point up and allows it the dynamic shared memory it needs (more
-    /// than the default 48 KiB).
-    pub(crate) fn load(get: &dyn Fn(&str) -> Result<sys::CUfunction>) -> Result<Self> {
-        let mut functions = [[[std::ptr::null_mut(); 2]; 4]; 2];
-        for dtype in DTYPES {
-            for layouts in LAYOUTS {
-                for loader in LOADERS {
-                    let plan = TensorPlan {
-                        dtype,
-                        layouts,
-                        loader,
-                        tile: (BM, BN),
-                        k_step: MMA_K,
-                    };
-                    let name = plan.entry_name();
-                    let f = get(&name)?;
-                    // SAFETY: `f` is a function of a loaded module, the context is current.
-                    unsafe {
-                        result::function::set_function_attribute(
-                            f,
-                            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                            SMEM_BYTES as i32,
-                        )
-                    }
-                    .map_err(|e| Error::Driver {
-                        call: "cuFuncSetAttribute",
-                        message: format!("{name}: {e}"),
-                    })?;
-                    let (d, l, o) = index(&plan);
-                    functions[d][l][o] = f;
-                }
-            }
+    /// The tables of the sm80 module's tensor-core entry points; loads nothing yet.
+    pub(crate) fn new(module: Arc<ModuleLoader>) -> Self {
+        TensorKernels {
+            module,
+            functions: Default::default(),
         }
-        Ok(TensorKernels { functions })
+    }
+
+    /// The function of `plan`, looked up on first use and allowed the dynamic shared memory
+    /// it needs (more than the default 48 KiB).
+    fn function(&self, plan: &TensorPlan) -> Result<sys::CUfunction> {
+        let (d, l, o) = index(plan);
+        self.functions[d][l][o]
+            .get_or_try(|| {
+                let name = plan.entry_name();
+                let f = self.module.function(&name)?;
+                // SAFETY: `f` is a function of a loaded module, the context is current.
+                unsafe {
+                    result::function::set_function_attribute(
+                        f,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        SMEM_BYTES as i32,
+                    )
+                }
+                .map_err(|e| Error::Driver {
+                    call: "cuFuncSetAttribute",
+                    message: format!("{name}: {e}"),
+                })?;
+                Ok(f)
+            })
+            .copied()
     }
 
     /// # Safety
@@ -184,13 +185,13 @@ impl TensorKernels {
         stream: sys::CUstream,
     ) -> Result<()> {
         let plan = plan(g, p.a as usize, p.b as usize);
-        let (d, l, o) = index(&plan);
+        let function = self.function(&plan)?;
         // SAFETY: the block size and shared memory are the ones the kernel is built for (its
         // limit was raised at load); the cp.async entry is chosen only for aligned operands;
         // the buffers satisfy the caller's contract.
         unsafe {
             launch(
-                self.functions[d][l][o],
+                function,
                 || plan.entry_name(),
                 THREADS,
                 SMEM_BYTES,
