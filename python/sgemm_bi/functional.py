@@ -12,8 +12,8 @@ dtypes, devices and tier. The first call with a key is checked in full; when its
 the arguments in place (``x`` flattened to rows by a view, ``weight.t()``) the key is
 remembered with the gemm's plan (:mod:`sgemm_bi.plan`). A later call with that key that
 needs no gradient, outside autocast and tracing, allocates the result and launches the plan
-directly — no view, no check, no autograd node. Calls that need a gradient take the full
-path (its checks are small next to the backward it records).
+directly — no view, no check, no autograd node; one that needs a gradient goes straight to
+the autograd function (:class:`sgemm_bi.autograd.Gemm`) without the checks.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from . import plan as _plan
+from .autograd import Gemm
 from .autograd import gemm as _gemm
 from .checks import TIER_DEFAULT, _check_tensor, check_inputs, pick_tier
 from .plan import flat_rows as _flat_rows
@@ -94,15 +95,17 @@ def _shortcut(key: tuple[Any, ...], a: Tensor, a2: Tensor, b: Tensor, b2: Tensor
 
 
 def _fast(a: Any, b: Any, bias: Any) -> bool:
-    """Whether a call may take the shortcut: plain tensors, no gradient, no autocast, not
+    """Whether a call may use the shortcut: plain CPU/CUDA tensors, no autocast, not
     traced."""
     if type(a) not in _PLAIN or type(b) not in _PLAIN or (
             bias is not None and type(bias) not in _PLAIN) or a.is_meta:
         return False
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
-            bias is not None and bias.requires_grad)):
-        return False
     return not _any_autocast() and not _is_compiling()
+
+
+def _needs_grad(a: Tensor, b: Tensor, bias: Optional[Tensor]) -> bool:
+    return torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
+        bias is not None and bias.requires_grad))
 
 
 def _launch(short: _Shortcut, a: Tensor, b: Tensor, bias: Optional[Tensor]) -> Tensor:
@@ -146,7 +149,12 @@ def matmul(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, *, tier: str = T
             else:
                 _shortcuts[key] = None
         if short is not None:
-            return _launch(short, a, b, bias)
+            if not _needs_grad(a, b, bias):
+                return _launch(short, a, b, bias)
+            # Checked already: straight to the autograd function, on the views it reads.
+            a2 = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])
+            out = Gemm.apply(a2, b, bias, tier, None)
+            return out if a.dim() == 2 else out.view(short.shape)
     return _matmul(a, b, bias, tier)
 
 
@@ -239,7 +247,12 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
             x2, n = _check_linear(x, weight, bias)
             short = _shortcut(key, x, x2, weight, weight.t(), bias, tier, [*x.shape[:-1], n])
         if short is not None:
-            return _launch(short, x, weight, bias)
+            if not _needs_grad(x, weight, bias):
+                return _launch(short, x, weight, bias)
+            # Checked already: straight to the autograd function, on the views it reads.
+            x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+            out = Gemm.apply(x2, weight.t(), bias, tier, None)
+            return out if x.dim() == 2 else out.view(short.shape)
     return linear_full(x, weight, bias, tier)
 
 

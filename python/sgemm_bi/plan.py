@@ -54,7 +54,7 @@ class Plan:
     result and passing pointers."""
 
     __slots__ = ("desc", "desc_ref", "handle", "a_prep", "b_prep", "bias_prep", "shape",
-                 "dtype", "cuda_index")
+                 "dtype", "cuda_index", "a_col", "b_col")
 
     def __init__(self, desc: GemmDesc, handle: int, a_prep: int, b_prep: int,
                  bias_prep: int, shape: list[int], dtype: torch.dtype,
@@ -66,6 +66,10 @@ class Plan:
         self.shape = shape
         self.dtype = dtype
         self.cuda_index = cuda_index  # None on the CPU (no stream)
+        # is_col_major() of the operands as given (autograd returns gradients in that
+        # layout): a prepared copy is row-major, and so is a 3-D ``a`` read as flat rows.
+        self.a_col = desc.a.layout == Layout.COL_MAJOR
+        self.b_col = desc.b.layout == Layout.COL_MAJOR
 
 
 # -- strides to layouts ----------------------------------------------------------------------
