@@ -41,7 +41,7 @@ from torch import Tensor
 from . import plan as _plan
 from .plan import is_col_major
 
-__all__ = ["gemm", "gemm_accumulate_", "Gemm", "bias_grad", "plain"]
+__all__ = ["gemm", "gemm_accumulate_", "Gemm", "LinearFn", "bias_grad", "plain"]
 
 _PLAIN = (Tensor, torch.nn.Parameter)
 _is_compiling = torch.compiler.is_compiling
@@ -99,6 +99,42 @@ class Gemm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):  # type: ignore[no-untyped-def, override]
         return backward(ctx, grad)
+
+
+class LinearFn(torch.autograd.Function):
+    """``linear(x, weight, bias)`` as one autograd node: :class:`Gemm` of ``x`` flattened to
+    rows and ``weight.t()``, without the graph nodes of those views (a reshape of ``x`` and
+    a transpose of ``weight``, each a node in the backward). Takes the call's
+    :class:`~sgemm_bi.plan.Plan`, built and checked by :func:`sgemm_bi.linear` for these
+    arguments, which it reads in place. The gradients are :class:`Gemm`'s formulas."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, tier, plan, shape):  # type: ignore[no-untyped-def, override]
+        out = torch.empty(shape, dtype=plan.dtype, device=x.device)
+        _plan.launch(plan, x, weight, bias, out)
+        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        ctx.save_for_backward(x if need_w else None, weight if need_x else None)
+        ctx.x_col, ctx.wt_col = plan.a_col, plan.b_col  # of x's rows and of weight.t()
+        ctx.in_dtype = x.dtype
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        ctx.tier = tier
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[no-untyped-def, override]
+        x, w = ctx.saved_tensors
+        tier = ctx.tier
+        g = grad if grad.dtype == ctx.in_dtype else grad.to(ctx.in_dtype)
+        g2 = g.reshape(-1, g.shape[-1])
+        dx = dw = dbias = None
+        if ctx.needs_input_grad[0]:
+            dx = _grad_a(g2, w.t(), 2, ctx.x_col, tier).reshape(grad.shape[:-1] + w.shape[1:])
+        if ctx.needs_input_grad[1]:
+            x2 = x.reshape(-1, x.shape[-1])
+            dw = _grad_b(x2, g2, 2, ctx.wt_col, tier).t()  # d(weight.t()), transposed back
+        if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
+            dbias = bias_grad(grad, ctx.bias_dtype)
+        return dx, dw, dbias, None, None, None
 
 
 def bias_grad(grad: Tensor, dtype: torch.dtype) -> Tensor:

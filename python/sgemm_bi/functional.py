@@ -13,7 +13,8 @@ the arguments in place (``x`` flattened to rows by a view, ``weight.t()``) the k
 remembered with the gemm's plan (:mod:`sgemm_bi.plan`). A later call with that key that
 needs no gradient, outside autocast and tracing, allocates the result and launches the plan
 directly — no view, no check, no autograd node; one that needs a gradient goes straight to
-the autograd function (:class:`sgemm_bi.autograd.Gemm`) without the checks.
+the autograd function (:class:`sgemm_bi.autograd.Gemm`, for ``linear``
+:class:`sgemm_bi.autograd.LinearFn`) without the checks.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 from torch import Tensor
 
 from . import plan as _plan
-from .autograd import Gemm
+from .autograd import Gemm, LinearFn
 from .autograd import gemm as _gemm
 from .checks import TIER_DEFAULT, _check_tensor, check_inputs, pick_tier
 from .plan import flat_rows as _flat_rows
@@ -249,10 +250,8 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
         if short is not None:
             if not _needs_grad(x, weight, bias):
                 return _launch(short, x, weight, bias)
-            # Checked already: straight to the autograd function, on the views it reads.
-            x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
-            out = Gemm.apply(x2, weight.t(), bias, tier, None)
-            return out if x.dim() == 2 else out.view(short.shape)
+            # Checked already: one autograd node over the remembered plan.
+            return LinearFn.apply(x, weight, bias, tier, short.plan, short.shape)
     return linear_full(x, weight, bias, tier)
 
 

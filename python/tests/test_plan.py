@@ -146,3 +146,30 @@ def test_strided_out_of_place_copies_keep_their_bits(gen) -> None:
         got = plan.run(a, b, None, "scalar")
         assert_same_bits(got.reshape(12, 2), gemm_ref(a.reshape(12, 5), b), "broadcast rows")
     assert plan.plan_for(a, b, None, "scalar").a_prep != plan.AS_IS
+
+
+@pytest.mark.parametrize("weight_t", [False, True])
+def test_the_shortcut_s_linear_node_gives_the_full_path_s_gradients(weight_t: bool, gen) -> None:
+    """sgemm_bi.linear on a remembered key (one LinearFn node) against the full path (views
+    and Gemm): forward, every gradient and a double backward, bit for bit."""
+    x0 = rand((2, 3, 5), torch.float32, gen)
+    w0 = rand((5, 4), torch.float32, gen).t() if weight_t else rand((4, 5), torch.float32, gen)
+    b0 = rand((4,), torch.float32, gen)
+    dy = rand((2, 3, 4), torch.float32, gen)
+
+    def grads(fn) -> list[torch.Tensor]:  # type: ignore[no-untyped-def]
+        x, w, b = (t.detach().clone().requires_grad_() for t in (x0, w0, b0))
+        if weight_t:
+            w = w0.detach().t().clone().t().requires_grad_()  # keep the column-major layout
+        y = fn(x, w, b)
+        gx, gw, gb = torch.autograd.grad(y, (x, w, b), dy, create_graph=True)
+        (ggw,) = torch.autograd.grad(gx.square().sum(), w)
+        return [y, gx, gw, gb, ggw]
+
+    full = grads(lambda x, w, b: sgemm_bi.functional.linear_full(x, w, b, "scalar"))
+    sgemm_bi.linear(x0, w0, b0, tier="scalar")  # remembers the key
+    short = grads(lambda x, w, b: sgemm_bi.linear(x, w, b, tier="scalar"))
+    assert short[0].grad_fn.name().endswith("LinearFnBackward")
+    for name, f, s in zip(("y", "dx", "dw", "dbias", "d(dx)/dw"), full, short):
+        assert_same_bits(s, f, name)
+        assert s.stride() == f.stride(), f"{name}: the layout of the full path"
