@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import statistics
 import subprocess
 import sys
@@ -143,7 +144,14 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=None, help="calls per timed loop")
     p.add_argument("--repeats", type=int, default=None, help="timed loops per row")
     p.add_argument("--quick", action="store_true", help="few calls: checks the script runs")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for torch and for the engine's CPU backend (rayon); "
+                        "1 makes CPU rows less sensitive to other load on the machine")
     args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        # Read when the engine's thread pool starts, at its first CPU call (after this).
+        os.environ["RAYON_NUM_THREADS"] = str(args.threads)
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = DTYPES[args.dtype] if args.dtype else (
@@ -161,7 +169,8 @@ def main() -> None:
     print(f"device: {device} ({name}); torch {torch.__version__}; sgemm_bi "
           f"{sgemm_bi.__version__}, commit {commit()}; {calls} calls x {repeats} repeats "
           f"(median); dtype {str(dtype).removeprefix('torch.')}; "
-          f"torch threads {torch.get_num_threads()}")
+          f"torch threads {torch.get_num_threads()}, engine threads "
+          f"{os.environ.get('RAYON_NUM_THREADS', 'default')}")
     print()
     print(f"| {'shape MxKxN':<16} | {'call':<26} | {'µs/call':>9} | {'vs':<20} | {'ratio':>6} |")
     print(f"|{'-' * 18}|{'-' * 28}|{'-' * 11}|{'-' * 22}|{'-' * 8}|")
