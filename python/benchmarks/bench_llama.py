@@ -119,11 +119,13 @@ def _static_cache(transformers: Any, model: Any, batch: int, max_len: int) -> An
 
 
 class GraphDecoder:
-    """Greedy decode with a static cache: the one-token step captured in a CUDA graph (on
-    CUDA) or run as it is (CPU, to check the loop). Inputs live in fixed buffers."""
+    """Greedy decode with a static cache, inputs in fixed buffers: the one-token step
+    captured in a CUDA graph (``graph="capture"``), compiled with
+    ``torch.compile(mode="reduce-overhead")`` (``"compile"``: inductor's CUDA graphs), or
+    run as it is (``"none"``: the CPU, to check the loop)."""
 
     def __init__(self, transformers: Any, model: Any, batch: int, max_len: int,
-                 graph: bool) -> None:
+                 graph: str) -> None:
         self.model, self.batch, self.max_len, self.graph = model, batch, max_len, graph
         self.transformers = transformers
         p = next(model.parameters())
@@ -132,6 +134,9 @@ class GraphDecoder:
         self.cache: Any = None
         self.cuda_graph: Any = None
         self.logits: Any = None
+        self.step = self._step
+        if graph == "compile":
+            self.step = torch.compile(self._step, mode="reduce-overhead", dynamic=False)
 
     def _step(self) -> torch.Tensor:
         return self.model(input_ids=self.tok, past_key_values=self.cache,
@@ -148,7 +153,7 @@ class GraphDecoder:
         self.tok.copy_(out.logits[:, -1].argmax(-1, keepdim=True))
         self.pos.fill_(n)
         toks = [self.tok.clone()]
-        if self.graph and self.cuda_graph is None:
+        if self.graph == "capture" and self.cuda_graph is None:
             s = torch.cuda.Stream()
             s.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(s):  # warm-up off the capture (allocator, lazy loads)
@@ -162,7 +167,7 @@ class GraphDecoder:
                 self.cuda_graph.replay()
                 logits = self.logits
             else:
-                logits = self._step()
+                logits = self.step()
             self.tok.copy_(logits.argmax(-1, keepdim=True))
             self.pos.add_(1)
             toks.append(self.tok.clone())
@@ -175,6 +180,10 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="fewer repeats and tokens")
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--sizes", nargs="*", default=None, help="size names (default: all)")
+    p.add_argument("--decode-graph", choices=("capture", "compile"), default="capture",
+                   help="CUDA graphs for decode: capture the static-cache step with "
+                        "torch.cuda.CUDAGraph (default), or torch.compile(mode="
+                        "'reduce-overhead')")
     args = p.parse_args()
     try:
         import transformers
@@ -220,7 +229,8 @@ def main() -> None:
             model.eval()
             for batch in (1, 8):
                 prompt = prompts[:batch]
-                for how in ("eager", "CUDA graph" if cuda else "static cache"):
+                graph_name = f"CUDA graph ({args.decode_graph})" if cuda else "static cache"
+                for how in ("eager", graph_name):
                     tps = {}
                     for on in (False, True):
                         with torch.no_grad(), maybe_mode(on):
@@ -230,7 +240,7 @@ def main() -> None:
                                         return greedy_eager(model, prompt, new_tokens)
                                 else:
                                     dec = GraphDecoder(transformers, model, batch, max_len,
-                                                       graph=cuda)
+                                                       args.decode_graph if cuda else "none")
 
                                     def fn() -> object:
                                         return dec.run(prompt, new_tokens)

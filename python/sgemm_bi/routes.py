@@ -202,8 +202,14 @@ def kernels() -> list[tuple[str, str, Callable[..., Any]]]:
     that the fallbacks are torch's own and never one of these."""
     out = []
     for backend, autograd in (("CPU", "AutogradCPU"), ("CUDA", "AutogradCUDA")):
+        try:
+            theirs = {op: torch.library.get_kernel(f"aten::{op}", backend) for op in _OPS}
+            theirs["linear"] = torch.library.get_kernel("aten::linear", autograd)
+        except RuntimeError:
+            # "no kernel for CUDA": a torch built without that backend has no tensors of it
+            # to route, so its key gets no kernels of ours either.
+            continue
         for op, (make, dims) in _OPS.items():
-            out.append((op, backend, make(dims, torch.library.get_kernel(f"aten::{op}", backend))))
-        out.append(("linear", autograd,
-                    _linear_kernel(torch.library.get_kernel("aten::linear", autograd))))
+            out.append((op, backend, make(dims, theirs[op])))
+        out.append(("linear", autograd, _linear_kernel(theirs["linear"])))
     return out

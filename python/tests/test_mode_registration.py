@@ -258,3 +258,22 @@ def test_a_small_llama_is_batch_invariant_under_the_mode() -> None:
         alone = model(ids[:1]).logits
         batch = model(ids).logits
     assert_same_bits(alone[0], batch[0], "logits alone vs in a batch of 8")
+
+
+def test_a_backend_torch_was_built_without_gets_no_kernels(monkeypatch, gen) -> None:
+    """A CPU-only torch has no CUDA kernels to fall back to: the mode registers the CPU key
+    alone and works."""
+    from sgemm_bi import routes
+
+    real = torch.library.get_kernel
+
+    def cpu_only(op, key):  # type: ignore[no-untyped-def]
+        if "CUDA" in str(key):
+            raise RuntimeError(f"no kernel for {key} for {op}")
+        return real(op, key)
+
+    monkeypatch.setattr(torch.library, "get_kernel", cpu_only)
+    assert {key for _, key, _ in routes.kernels()} == {"CPU", "AutogradCPU"}
+    a, b = rand((3, 4), torch.float32, gen), rand((4, 2), torch.float32, gen)
+    with sgemm_bi.mode("scalar"):
+        assert_same_bits(a @ b, gemm_ref(a, b), "CPU key only")
