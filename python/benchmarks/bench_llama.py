@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import statistics
 import sys
 import time
@@ -236,14 +237,12 @@ def main() -> None:
                         with torch.no_grad(), maybe_mode(on):
                             try:
                                 if how == "eager":
-                                    def fn() -> object:
-                                        return greedy_eager(model, prompt, new_tokens)
+                                    fn = functools.partial(greedy_eager, model, prompt,
+                                                           new_tokens)
                                 else:
                                     dec = GraphDecoder(transformers, model, batch, max_len,
                                                        args.decode_graph if cuda else "none")
-
-                                    def fn() -> object:
-                                        return dec.run(prompt, new_tokens)
+                                    fn = functools.partial(dec.run, prompt, new_tokens)
                                 s = timed(fn, device, repeats, warmup=1)
                                 tps[on] = batch * new_tokens / s
                             except Exception as e:  # a decode path this stack cannot run

@@ -49,6 +49,7 @@ tier: str = "auto"
 _PLAIN = (Tensor, torch.nn.Parameter)
 _F32 = torch.float32
 
+
 def _pair(a: Tensor, b: Tensor, dims: int) -> bool:
     """``a @ b`` is a product the engine takes: plain tensors of one supported dtype and one
     device, ``dims``-D, with shapes that multiply (else torch's kernel says what is
