@@ -20,7 +20,7 @@ takes):
   path above — the same bits.)
 
 Ops the mode does not register run exactly as without it and cost nothing more: there is no
-Python on their path. (Until 0.2.x the mode was a ``TorchDispatchMode`` plus a
+Python on their path. (In 0.2.0 and before, the mode was a ``TorchDispatchMode`` plus a
 ``TorchFunctionMode``, which saw every op: about 2x the cost of a small unrouted op, and
 several microseconds on each routed one.)
 
@@ -37,15 +37,16 @@ Inside ``torch.autocast`` torch casts the operands before these kernels see them
 ops compute in the autocast dtype exactly as torch's would.
 
 **Process-wide.** Operator registrations belong to the process, not to a thread (torch's
-modes, used until 0.2.x, were per thread). While any ``enable()`` or ``mode()`` is active,
-the matmuls of every thread are routed, with the tier of the innermost active one: the
-most recently entered ``mode()`` or ``enable()`` call that has not been exited or disabled.
-``mode()`` blocks nest and may be entered from several threads; each exit removes its own
-entry. ``enable()`` holds one entry (calling it again replaces its tier in place), which
-``disable()`` removes; ``disable()`` does not end ``mode()`` blocks. When the last entry
-goes, the registrations are destroyed and torch's kernels are back. Changes are made under
-one lock; a matmul running on another thread at that moment uses the old or the new
-state, never a mixture within one op.
+modes, used in 0.2.0 and before, were per thread). While any ``enable()`` or ``mode()`` is
+active, the matmuls of every thread are routed, with the tier of the innermost active one:
+the most recently entered ``mode()`` or ``enable()`` call that has not been exited or
+disabled. ``mode()`` blocks nest and may be entered from several threads; each exit removes
+its own entry. ``enable()`` holds one entry (calling it again replaces its tier in place),
+which ``disable()`` removes; ``disable()`` does not end ``mode()`` blocks. When the last
+entry goes, the registrations are destroyed and torch's kernels are back. Changes are made
+under one lock. A matmul that another thread runs while the state changes runs with the
+state before or after the change, and which one is a race: change the mode where no other
+thread is computing.
 
 ``tier="tensor_cores"`` is never replaced by another tier: a float32 matmul under that mode
 raises :class:`~sgemm_bi.errors.UnsupportedDtypeError`; ``"auto"`` picks per call.
