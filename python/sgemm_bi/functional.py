@@ -1,24 +1,44 @@
 """The functional API: :func:`matmul` and :func:`linear`, differentiable, for CPU and CUDA
 tensors of float32, bfloat16 and float16.
 
-Both reshape their arguments into the one op, ``torch.ops.sgemm_bi.gemm`` (see
-:mod:`sgemm_bi.ops`), without copying whenever the strides allow it, and follow
-``torch.autocast``: inside an enabled autocast region of the inputs' device type, floating
-inputs (float64 excepted) are cast to the region's dtype first, as torch casts the inputs
-of its own ``linear`` and ``matmul``.
+Both reshape their arguments into the one differentiable gemm
+(:func:`sgemm_bi.autograd.gemm`; the op ``torch.ops.sgemm_bi.gemm`` when traced), without
+copying whenever the strides allow it, and follow ``torch.autocast``: inside an enabled
+autocast region of the inputs' device type, floating inputs (float64 excepted) are cast to
+the region's dtype first, as torch casts the inputs of its own ``linear`` and ``matmul``.
+
+The shortcut: a call's checks and reshapes depend only on its arguments' shapes, strides,
+dtypes, devices and tier. The first call with a key is checked in full; when its gemm reads
+the arguments in place (``x`` flattened to rows by a view, ``weight.t()``) the key is
+remembered with the gemm's plan (:mod:`sgemm_bi.plan`). A later call with that key that
+needs no gradient, outside autocast and tracing, allocates the result and launches the plan
+directly — no view, no check, no autograd node; one that needs a gradient goes straight to
+the autograd function (:class:`sgemm_bi.autograd.Gemm`, for ``linear``
+:class:`sgemm_bi.autograd.LinearFn`) without the checks.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
-from .ops import TIER_DEFAULT, _check_tensor, _flat_rows, check_inputs, pick_tier
+from . import plan as _plan
+from .autograd import Gemm, LinearFn
+from .autograd import gemm as _gemm
+from .checks import TIER_DEFAULT, _check_tensor, check_inputs, pick_tier
+from .plan import flat_rows as _flat_rows
 
 __all__ = ["matmul", "linear"]
+
+_PLAIN = (Tensor, torch.nn.Parameter)
+_is_compiling = torch.compiler.is_compiling
+# Whether autocast is on for any device (one call; ``is_autocast_enabled(device)`` for each
+# device type where this torch lacks it). Conservative: any region sends calls the full way.
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", None) or (
+    lambda: torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"))
 
 
 def _autocast(device_type: str, *tensors: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
@@ -32,6 +52,70 @@ def _autocast(device_type: str, *tensors: Optional[Tensor]) -> tuple[Optional[Te
         else t
         for t in tensors
     )
+
+
+# -- the shortcut ------------------------------------------------------------------------------
+
+
+class _Shortcut:
+    """A remembered call: its gemm's plan (operands read in place) and the result's shape."""
+
+    __slots__ = ("plan", "shape")
+
+    def __init__(self, plan: _plan.Plan, shape: list[int]) -> None:
+        self.plan, self.shape = plan, shape
+
+
+_shortcuts: dict[tuple[Any, ...], Optional[_Shortcut]] = {}
+_plan.register_cache(_shortcuts)
+_MISSING = object()
+
+
+def _key(tag: str, a: Tensor, b: Tensor, bias: Optional[Tensor], tier: str) -> tuple[Any, ...]:
+    key = (tag, a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device,
+           tier)
+    if bias is None:
+        return key
+    return key + (bias.shape, bias.stride(), bias.dtype, bias.device)
+
+
+def _shortcut(key: tuple[Any, ...], a: Tensor, a2: Tensor, b: Tensor, b2: Tensor,
+              bias: Optional[Tensor], tier: str, shape: list[int]) -> Optional[_Shortcut]:
+    """Remembers ``key`` (after the full checks passed): a shortcut when the gemm of the
+    views ``a2``, ``b2`` reads ``a`` and ``b`` in place, else None (always the full way)."""
+    short = None
+    if a2.numel() and b2.numel() and a2.data_ptr() == a.data_ptr() and (
+            b2.data_ptr() == b.data_ptr()):
+        plan = _plan.plan_for(a2, b2, bias, tier)
+        if plan.a_prep == plan.b_prep == plan.bias_prep == _plan.AS_IS:
+            short = _Shortcut(plan, shape)
+    if len(_shortcuts) >= _plan.MAX_PLANS:
+        _shortcuts.clear()
+    _shortcuts[key] = short
+    return short
+
+
+def _fast(a: Any, b: Any, bias: Any) -> bool:
+    """Whether a call may use the shortcut: plain CPU/CUDA tensors, no autocast, not
+    traced."""
+    if type(a) not in _PLAIN or type(b) not in _PLAIN or (
+            bias is not None and type(bias) not in _PLAIN) or a.is_meta:
+        return False
+    return not _any_autocast() and not _is_compiling()
+
+
+def _needs_grad(a: Tensor, b: Tensor, bias: Optional[Tensor]) -> bool:
+    return torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
+        bias is not None and bias.requires_grad))
+
+
+def _launch(short: _Shortcut, a: Tensor, b: Tensor, bias: Optional[Tensor]) -> Tensor:
+    c = torch.empty(short.shape, dtype=short.plan.dtype, device=a.device)
+    _plan.launch(short.plan, a, b, bias, c)
+    return c
+
+
+# -- matmul ------------------------------------------------------------------------------------
 
 
 def matmul(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, *, tier: str = TIER_DEFAULT,
@@ -49,12 +133,43 @@ def matmul(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, *, tier: str = T
     :class:`TypeError`.
 
     Differentiable in ``a``, ``b`` and ``bias``; every gradient is computed by the engine
-    (see :mod:`sgemm_bi.ops`). Rows of the result never depend on the number of rows or on
-    the batch size (batch invariance).
+    (see :mod:`sgemm_bi.autograd`). Rows of the result never depend on the number of rows or
+    on the batch size (batch invariance).
     """
+    tier = pick_tier(tier, tensor_cores)
+    if _fast(a, b, bias):
+        key = _key("matmul", a, b, bias, tier)
+        short = _shortcuts.get(key, _MISSING)
+        if short is _MISSING:
+            _matmul(a, b, bias, tier, check_only=True)
+            short = None
+            if a.dim() >= 2 and b.dim() == 2 and (a.dim() == 2 or _flat_rows_nd(a)):
+                a2 = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])
+                short = _shortcut(key, a, a2, b, b, bias, tier,
+                                  [*a.shape[:-1], b.shape[-1]])
+            else:
+                _shortcuts[key] = None
+        if short is not None:
+            if not _needs_grad(a, b, bias):
+                return _launch(short, a, b, bias)
+            # Checked already: straight to the autograd function, on the views it reads.
+            a2 = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])
+            out = Gemm.apply(a2, b, bias, tier, None)
+            return out if a.dim() == 2 else out.view(short.shape)
+    return _matmul(a, b, bias, tier)
+
+
+def _flat_rows_nd(a: Tensor) -> bool:
+    """Whether ``a``'s leading dimensions flatten to rows as a view (``reshape`` without a
+    copy), as the full path flattens them."""
+    return a.dim() > 3 or _flat_rows(a) is not None
+
+
+def _matmul(a: Any, b: Any, bias: Any, tier: str, check_only: bool = False) -> Any:
+    """:func:`matmul` the full way (``tier`` already picked); with ``check_only``, only its
+    checks (raising what the call would raise)."""
     _check_tensor(a, "a")
     _check_tensor(b, "b")
-    tier = pick_tier(tier, tensor_cores)
     a, b, bias = _autocast(a.device.type, a, b, bias)
     check_inputs(a, b, bias)
     if a.dim() == 0 or b.dim() == 0:
@@ -75,13 +190,8 @@ def matmul(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, *, tier: str = T
         )
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
         raise ValueError(f"bias has shape {list(bias.shape)}; it must be [N] = [{n}]")
-    gemm = torch.ops.sgemm_bi.gemm
-    if b.dim() == 2:
-        if a.dim() == 2 or (a.dim() == 3 and _flat_rows(a) is None):
-            out = gemm(a, b, bias, tier, None)  # [B, M, K] · [K, N] unflattenable: batched
-        else:
-            out = gemm(a.reshape(-1, k), b, bias, tier, None).reshape(*a.shape[:-1], n)
-    else:
+    batch = None
+    if b.dim() != 2:
         try:
             batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         except RuntimeError:
@@ -89,7 +199,15 @@ def matmul(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, *, tier: str = T
                 f"a is {list(a.shape)} and b is {list(b.shape)}: their batch dimensions "
                 "do not broadcast"
             ) from None
-        out = gemm(_batched(a, batch), _batched(b, batch), bias, tier, None)
+    if check_only:
+        return None
+    if batch is None:
+        if a.dim() == 2 or (a.dim() == 3 and _flat_rows(a) is None):
+            out = _gemm(a, b, bias, tier, None)  # [B, M, K] · [K, N] unflattenable: batched
+        else:
+            out = _gemm(a.reshape(-1, k), b, bias, tier, None).reshape(*a.shape[:-1], n)
+    else:
+        out = _gemm(_batched(a, batch), _batched(b, batch), bias, tier, None)
         out = out.reshape(*batch, a.shape[-2], n)
     if vec_a:
         out = out.squeeze(-2)
@@ -108,6 +226,9 @@ def _batched(t: Tensor, batch: torch.Size) -> Tensor:
     return t.reshape(-1, *t.shape[-2:])
 
 
+# -- linear ------------------------------------------------------------------------------------
+
+
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
            tier: str = TIER_DEFAULT, tensor_cores: Optional[bool] = None) -> Tensor:
     """``x @ weight.T (+ bias)`` with ``torch.nn.functional.linear``'s semantics.
@@ -117,12 +238,25 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
     (float32 or the inputs' dtype). ``tier`` and ``tensor_cores`` as for :func:`matmul`.
     Differentiable; the weight gradient is computed directly in the weight's ``[out, in]``
     layout, and the bias gradient is the fixed-order column sum of
-    :func:`sgemm_bi.ops.bias_grad`.
+    :func:`sgemm_bi.autograd.bias_grad`.
     """
-    _check_tensor(x, "x")
-    _check_tensor(weight, "weight")
     tier = pick_tier(tier, tensor_cores)
-    x, weight, bias = _autocast(x.device.type, x, weight, bias)
+    if _fast(x, weight, bias):
+        key = _key("linear", x, weight, bias, tier)
+        short = _shortcuts.get(key, _MISSING)
+        if short is _MISSING:
+            x2, n = _check_linear(x, weight, bias)
+            short = _shortcut(key, x, x2, weight, weight.t(), bias, tier, [*x.shape[:-1], n])
+        if short is not None:
+            if not _needs_grad(x, weight, bias):
+                return _launch(short, x, weight, bias)
+            # Checked already: one autograd node over the remembered plan.
+            return LinearFn.apply(x, weight, bias, tier, short.plan, short.shape)
+    return linear_full(x, weight, bias, tier)
+
+
+def _check_linear(x: Any, weight: Any, bias: Any) -> tuple[Tensor, int]:
+    """The checks of :func:`linear` (after autocast); returns ``x`` as rows and N."""
     check_inputs(x, weight, bias, names=("x", "weight", "bias"))
     if weight.dim() != 2:
         raise ValueError(
@@ -136,6 +270,15 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
         )
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
         raise ValueError(f"bias has shape {list(bias.shape)}; it must be [out_features] = [{n}]")
-    x2 = x if x.dim() == 2 else x.reshape(-1, k)
-    y = torch.ops.sgemm_bi.gemm(x2, weight.t(), bias, tier, None)
+    return (x if x.dim() == 2 else x.reshape(-1, k)), n
+
+
+def linear_full(x: Any, weight: Any, bias: Any, tier: str) -> Tensor:
+    """:func:`linear` the full way (``tier`` already picked): autocast, checks, views, and the
+    differentiable gemm."""
+    _check_tensor(x, "x")
+    _check_tensor(weight, "weight")
+    x, weight, bias = _autocast(x.device.type, x, weight, bias)
+    x2, n = _check_linear(x, weight, bias)
+    y = _gemm(x2, weight.t(), bias, tier, None)
     return y if x.dim() == 2 else y.reshape(*x.shape[:-1], n)

@@ -8,8 +8,9 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
+from .autograd import gemm, gemm_accumulate_
+from .checks import TIER_DEFAULT, check_inputs, pick_tier
 from .functional import _autocast, linear
-from .ops import TIER_DEFAULT, check_inputs, pick_tier
 
 __all__ = ["Linear"]
 
@@ -122,7 +123,7 @@ class _LinearMainGrad(torch.autograd.Function):
         ctx.save_for_backward(x2, w)
         ctx.tier = tier
         ctx.w_param, ctx.b_param = w_param, b_param
-        return torch.ops.sgemm_bi.gemm(x2, w.t(), b, tier, None)
+        return gemm(x2, w.t(), b, tier, None)
 
     @staticmethod
     def backward(ctx, g):  # type: ignore[no-untyped-def]
@@ -130,15 +131,15 @@ class _LinearMainGrad(torch.autograd.Function):
         tier = ctx.tier
         dx = None
         if ctx.needs_input_grad[0]:
-            dx = torch.ops.sgemm_bi.gemm(g, w, None, tier, None)  # dX = dY · W
+            dx = gemm(g, w, None, tier, None)  # dX = dY · W
         if ctx.w_param.requires_grad:
             # main_grad[N, K] += dYᵀ · X, reduced over the rows in ascending order.
-            torch.ops.sgemm_bi.gemm_accumulate_(_main_grad(ctx.w_param), g.t(), x2, tier)
+            gemm_accumulate_(_main_grad(ctx.w_param), g.t(), x2, tier)
         b = ctx.b_param
         if b is not None and b.requires_grad:
             ones = torch.ones((1, g.shape[0]), dtype=g.dtype, device=g.device)
             acc = _main_grad(b).view(1, -1)
-            torch.ops.sgemm_bi.gemm_accumulate_(acc, ones, g, "scalar")  # += onesᵀ · dY
+            gemm_accumulate_(acc, ones, g, "scalar")  # += onesᵀ · dY
         return dx, None, None, None, None, None
 
 

@@ -39,8 +39,10 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from .autograd import bias_grad
+from .autograd import gemm as _gemm
+from .checks import check_inputs, check_tier
 from .functional import _autocast
-from .ops import bias_grad, check_inputs, check_tier
 
 __all__ = [
     "ColumnParallelLinear",
@@ -166,7 +168,7 @@ class _LocalColumns(torch.autograd.Function):
         ctx.save_for_backward(x2, w)
         ctx.tier, ctx.shards, ctx.dx_reduction = tier, shards, dx_reduction
         ctx.bias_dtype = None if b is None else b.dtype
-        return torch.ops.sgemm_bi.gemm(x2, w.t(), b, tier, None)
+        return _gemm(x2, w.t(), b, tier, None)
 
     @staticmethod
     @once_differentiable
@@ -178,7 +180,7 @@ class _LocalColumns(torch.autograd.Function):
             dx = _input_grad(g, w, ctx.tier, ctx.shards, ctx.dx_reduction)
         if ctx.needs_input_grad[1]:
             # dW_r = dY_rᵀ · X: the unsharded layer's chain over the rows, for rows r of dW.
-            dw = torch.ops.sgemm_bi.gemm(g.t(), x2, None, ctx.tier, None)
+            dw = _gemm(g.t(), x2, None, ctx.tier, None)
         if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
             db = bias_grad(grad, ctx.bias_dtype)
         return dx, dw, db, None, None, None
@@ -187,12 +189,12 @@ class _LocalColumns(torch.autograd.Function):
 def _input_grad(g: Tensor, w: Tensor, tier: str, shards: _Shards, dx_reduction: str) -> Tensor:
     """dX from this rank's ``g = dY_r`` ([M, N_r]) and ``w = W_r`` ([N_r, K])."""
     if len(shards.sizes) == 1:
-        return torch.ops.sgemm_bi.gemm(g, w, None, tier, None)
+        return _gemm(g, w, None, tier, None)
     if dx_reduction == "exact":
         g_all = _all_gather_cat(g, -1, shards.sizes, shards.group)  # [M, N]
         w_all = _all_gather_cat(w, 0, shards.sizes, shards.group)  # [N, K]
-        return torch.ops.sgemm_bi.gemm(g_all, w_all, None, tier, None)
-    partial = torch.ops.sgemm_bi.gemm(g, w, None, tier, torch.float32)  # [M, K], unrounded
+        return _gemm(g_all, w_all, None, tier, None)
+    partial = _gemm(g, w, None, tier, torch.float32)  # [M, K], unrounded
     return _sum_in_rank_order(partial, shards.group).to(g.dtype)
 
 

@@ -11,21 +11,21 @@ from reference import assert_same_bits, colsum_ref, gemm_ref, rand
 from torch import nn
 
 import sgemm_bi
-from sgemm_bi import errors
-from sgemm_bi.engine import Engine
+from sgemm_bi import errors, plan
 
 
 @pytest.fixture
 def launches(monkeypatch) -> list[str]:
-    """Records the device of every engine launch."""
+    """Records the device of every engine launch (every torch-layer call ends in
+    sgemm_bi.plan.launch)."""
     seen: list[str] = []
-    original = Engine.gemm
+    original = plan.launch
 
-    def spy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        seen.append(self.device)
-        return original(self, *args, **kwargs)
+    def spy(p, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append("cpu" if p.cuda_index is None else f"cuda:{p.cuda_index}")
+        return original(p, *args, **kwargs)
 
-    monkeypatch.setattr(Engine, "gemm", spy)
+    monkeypatch.setattr(plan, "launch", spy)
     return seen
 
 

@@ -1,0 +1,279 @@
+"""The mode as aten kernel registrations (sgemm_bi.dispatch, sgemm_bi.routes): what is
+routed, that everything else is torch's own kernel with torch's bits and errors, that
+disable() gives torch its kernels back, nesting, threads, and errors in the mode's calls."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+from reference import assert_same_bits, gemm_ref, rand
+from torch import nn
+
+import sgemm_bi
+from sgemm_bi import dispatch, plan
+
+
+@pytest.fixture
+def launches(monkeypatch) -> list[int]:
+    """Counts engine launches (every torch-layer call ends in sgemm_bi.plan.launch)."""
+    seen: list[int] = []
+    original = plan.launch
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(plan, "launch", spy)
+    return seen
+
+
+@pytest.fixture(autouse=True)
+def mode_off():
+    """Every test starts and ends with the mode off (a failure must not leak it)."""
+    assert not sgemm_bi.is_enabled()
+    yield
+    sgemm_bi.disable()
+    assert not sgemm_bi.is_enabled(), "a mode() block was left open"
+
+
+def _dispatch_table(op: str) -> str | None:
+    """The dispatcher's registrations of ``op`` (to see ours come and go), where this torch
+    can print them."""
+    dump = getattr(torch._C, "_dispatch_dump", None)
+    return None if dump is None else dump(f"aten::{op}")
+
+
+def test_routes_mm_addmm_bmm_baddbmm_and_out_forms(launches, gen) -> None:
+    a, b = rand((5, 7), torch.float32, gen), rand((7, 3), torch.float32, gen)
+    bias = rand((3,), torch.float32, gen)
+    out = torch.empty(5, 3)
+    ptr = out.data_ptr()
+    with sgemm_bi.mode(tier="scalar"):
+        torch.mm(a, b, out=out)
+        got_addmm_out = torch.addmm(bias, a, b, out=torch.empty(0))
+        got_bmm = torch.bmm(a[None], b[None])
+    assert len(launches) == 3
+    assert out.data_ptr() == ptr, "a contiguous out= of the right shape is written in place"
+    assert_same_bits(out, gemm_ref(a, b), "mm(out=)")
+    assert_same_bits(got_addmm_out, gemm_ref(a, b, bias), "addmm(out=) with a bias")
+    assert_same_bits(got_bmm[0], gemm_ref(a, b), "bmm")
+
+
+def test_unrouted_ops_are_torch_s_own(launches, gen) -> None:
+    """Bits and errors of everything the mode does not take are torch's."""
+    a64, b64 = rand((4, 5), torch.float64, gen), rand((5, 3), torch.float64, gen)
+    x, y = rand((4, 5), torch.float32, gen), rand((5,), torch.float32, gen)
+    ints = torch.arange(6).reshape(2, 3)
+    c64 = rand((4, 3), torch.float64, gen)
+    plain = (a64 @ b64, torch.mv(x, y), x + 1, ints @ ints.t(), torch.addmm(c64, a64, b64))
+
+    def errors() -> list[str]:
+        msgs = []
+        for bad in (lambda: torch.mm(x, b64), lambda: torch.mm(x, x),
+                    lambda: torch.addmm(b64[0], x, x.t()), lambda: torch.bmm(x, x),
+                    lambda: F.linear(x, x.bfloat16())):
+            with pytest.raises(RuntimeError) as e:
+                bad()
+            msgs.append(str(e.value))
+        return msgs
+
+    plain_errors = errors()
+    with sgemm_bi.mode():
+        assert sgemm_bi.is_enabled()
+        routed = (a64 @ b64, torch.mv(x, y), x + 1, ints @ ints.t(),
+                  torch.addmm(c64, a64, b64))
+        mode_errors = errors()
+    assert launches == []
+    for p, r in zip(plain, routed):
+        assert torch.equal(p, r)
+    assert mode_errors == plain_errors
+
+
+def test_disable_gives_torch_its_kernels_back(launches, gen) -> None:
+    a, b = rand((4, 4), torch.float32, gen), rand((4, 4), torch.float32, gen)
+    before = torch.mm(a, b)
+    table = _dispatch_table("mm")
+    sgemm_bi.enable("scalar")
+    assert dispatch._library is not None
+    assert_same_bits(torch.mm(a, b), gemm_ref(a, b), "enabled")
+    if table is not None:
+        assert _dispatch_table("mm") != table
+    sgemm_bi.disable()
+    assert dispatch._library is None and not sgemm_bi.is_enabled()
+    assert torch.equal(torch.mm(a, b), before)
+    if table is not None:
+        assert _dispatch_table("mm") == table, "the dispatch table is torch's again"
+    assert len(launches) == 1
+
+
+def test_nesting_uses_the_innermost_tier(gen) -> None:
+    a = rand((4, 16), torch.bfloat16, gen)
+    b = rand((16, 4), torch.bfloat16, gen)
+    scalar = sgemm_bi.matmul(a, b, tier="scalar")
+    tc = sgemm_bi.matmul(a, b, tier="tensor_cores")
+    with sgemm_bi.mode("tensor_cores"):
+        assert_same_bits(a @ b, tc, "outer")
+        with sgemm_bi.mode("scalar"):
+            assert dispatch.active_tier() == "scalar"
+            assert_same_bits(a @ b, scalar, "inner")
+            sgemm_bi.enable("tensor_cores")  # entered last: its tier now
+            assert_same_bits(a @ b, tc, "enable inside")
+            sgemm_bi.disable()
+            assert_same_bits(a @ b, scalar, "after disable: the inner block again")
+        assert dispatch.active_tier() == "tensor_cores"
+        assert_same_bits(a @ b, tc, "outer again")
+        sgemm_bi.disable()  # no enable() active: the block stays
+        assert sgemm_bi.is_enabled()
+    assert not sgemm_bi.is_enabled() and dispatch.active_tier() is None
+
+
+def test_enable_replaces_its_tier_and_disable_leaves_blocks(gen) -> None:
+    sgemm_bi.enable("scalar")
+    with sgemm_bi.mode("tensor_cores"):
+        sgemm_bi.enable("auto")  # replaces enable()'s entry in place: the block is innermost
+        assert dispatch.active_tier() == "tensor_cores"
+    assert dispatch.active_tier() == "auto"
+    sgemm_bi.disable()
+    assert not sgemm_bi.is_enabled()
+
+
+def test_an_exception_in_a_block_ends_it() -> None:
+    with pytest.raises(KeyError):
+        with sgemm_bi.mode():
+            raise KeyError("out")
+    assert not sgemm_bi.is_enabled()
+
+
+def test_bad_arguments_change_nothing() -> None:
+    with pytest.raises(ValueError, match="tier is 'gpu'"):
+        sgemm_bi.enable("gpu")
+    with pytest.raises(TypeError, match="both given"):
+        sgemm_bi.enable("scalar", tensor_cores=True)
+    with pytest.raises(ValueError, match="tier is 'gpu'"):
+        with sgemm_bi.mode("gpu"):
+            pass
+    assert not sgemm_bi.is_enabled() and dispatch._entries == []
+
+
+def test_the_mode_is_process_wide(launches, gen) -> None:
+    """Registrations belong to the process: a block on one thread routes another's."""
+    a = rand((3, 3), torch.float32, gen)
+    seen: list[bool] = []
+    entered, done = threading.Event(), threading.Event()
+
+    def worker() -> None:
+        entered.wait()
+        seen.append(sgemm_bi.is_enabled())
+        a @ a
+        done.set()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    with sgemm_bi.mode():
+        entered.set()
+        done.wait(30)
+    t.join()
+    assert seen == [True] and len(launches) == 1
+
+
+def test_blocks_on_many_threads(gen) -> None:
+    """Blocks entered and left on several threads at once: every matmul inside one is the
+    engine's, and the last exit turns the mode off."""
+    a, b = rand((4, 6), torch.float32, gen), rand((6, 3), torch.float32, gen)
+    want = sgemm_bi.matmul(a, b, tier="scalar")
+    failures: list[str] = []
+
+    def worker() -> None:
+        for _ in range(20):
+            with sgemm_bi.mode("scalar"):
+                if not torch.equal(a @ b, want):
+                    failures.append("a matmul inside a block was not the engine's")
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == [] and not sgemm_bi.is_enabled()
+
+
+def test_linear_under_inference_mode_takes_the_bias_path(launches, gen) -> None:
+    """No autograd key under inference_mode: linear decomposes into addmm with the bias,
+    which the addmm route passes to the engine — the bits of sgemm_bi.linear."""
+    layer = nn.Linear(6, 4)
+    x = rand((2, 3, 6), torch.float32, gen)
+    want = sgemm_bi.linear(x, layer.weight.detach(), layer.bias.detach(), tier="scalar")
+    with torch.inference_mode(), sgemm_bi.mode("scalar"):
+        got = layer(x)
+    assert_same_bits(got, want, "inference_mode")
+    assert len(launches) == 2  # want's call and the routed one
+
+
+def test_linear_gradients_are_the_engine_s_under_the_mode(gen) -> None:
+    """F.linear on a 3-D input with a bias (which aten::linear would fold into addmm) runs
+    sgemm_bi.linear: the bias gradient is the engine's column sum."""
+    layer = nn.Linear(6, 4).bfloat16()
+    x = rand((2, 5, 6), torch.bfloat16, gen).requires_grad_()
+    dy = rand((2, 5, 4), torch.bfloat16, gen)
+    with sgemm_bi.mode("scalar"):
+        y = layer(x)
+        y.backward(dy)
+    grads = [t.grad.clone() for t in (x, layer.weight, layer.bias)]
+    for t in (x, layer.weight, layer.bias):
+        t.grad = None
+    ref = sgemm_bi.linear(x, layer.weight, layer.bias, tier="scalar")
+    ref.backward(dy)
+    assert_same_bits(y, ref, "forward")
+    for got, t in zip(grads, (x, layer.weight, layer.bias)):
+        assert_same_bits(got, t.grad, "gradient")
+
+
+def test_torch_compile_under_the_mode_routes_the_compiled_code(launches, gen) -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x = rand((6, 8), torch.float32, gen)
+    compiled = torch.compile(model, backend="aot_eager")
+    with sgemm_bi.mode(tier="scalar"):
+        eager = model(x)
+        n = len(launches)
+        got = compiled(x)
+    assert len(launches) > n, "the compiled graph's matmuls ran on the engine"
+    assert_same_bits(got, eager, "compiled")
+
+
+def test_a_small_llama_is_batch_invariant_under_the_mode() -> None:
+    """The check of the benchmark, at a tiny size: a prompt's logits alone and in a batch
+    of 8 are bit-identical under the mode (eager attention: its matmuls are routed)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    config._attn_implementation = "eager"
+    model = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 128, (8, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad(), sgemm_bi.mode():
+        alone = model(ids[:1]).logits
+        batch = model(ids).logits
+    assert_same_bits(alone[0], batch[0], "logits alone vs in a batch of 8")
+
+
+def test_a_backend_torch_was_built_without_gets_no_kernels(monkeypatch, gen) -> None:
+    """A CPU-only torch has no CUDA kernels to fall back to: the mode registers the CPU key
+    alone and works."""
+    from sgemm_bi import routes
+
+    real = torch.library.get_kernel
+
+    def cpu_only(op, key):  # type: ignore[no-untyped-def]
+        if "CUDA" in str(key):
+            raise RuntimeError(f"no kernel for {key} for {op}")
+        return real(op, key)
+
+    monkeypatch.setattr(torch.library, "get_kernel", cpu_only)
+    assert {key for _, key, _ in routes.kernels()} == {"CPU", "AutogradCPU"}
+    a, b = rand((3, 4), torch.float32, gen), rand((4, 2), torch.float32, gen)
+    with sgemm_bi.mode("scalar"):
+        assert_same_bits(a @ b, gemm_ref(a, b), "CPU key only")
