@@ -6,9 +6,19 @@
 //!   (each check is a `cuPointerGetAttributes` call for the first and last element of every
 //!   buffer), and the same with the launches waited for.
 //!
+//! - for comparison, the enqueue time of `cublasLtMatmul` on the same operands (planned
+//!   once, as a framework does; without bias, which a plain cuBLASLt matmul has not), next
+//!   to ours without bias.
+//!
 //! `cargo run --release --example bench_validation [CALLS]` (default 20000). Without a GPU
-//! only the host figures are printed.
+//! only the host figures are printed; without libcublasLt the comparison is left out.
 
+#[path = "common/cublas.rs"]
+#[allow(dead_code)]
+mod cublas;
+#[path = "common/cublaslt.rs"]
+#[allow(dead_code)]
+mod cublaslt;
 #[path = "../tests/gpu_support/mod.rs"]
 mod gpu_support;
 
@@ -110,5 +120,44 @@ fn main() {
          {:.2} µs, {:.0}%); launch + wait {on_sync:.2} µs with, {off_sync:.2} µs without",
         on - off,
         100.0 * (on - off) / off
+    );
+
+    // The same problem without bias, ours and cuBLASLt's, alternating.
+    let plain = Gemm { bias: None, ..g };
+    let lt = match cublaslt::CublasLt::open() {
+        Ok(lt) => lt,
+        Err(e) => {
+            println!("cuBLASLt comparison left out: {e}");
+            return;
+        }
+    };
+    let Some(plan) = lt.plan(&cublas::RowMajorGemm::from_gemm(&plain)) else {
+        println!("cuBLASLt comparison left out: no algorithm for {plain:?}");
+        return;
+    };
+    let (a_dev, b_dev, c_dev) = (a.at(0) as u64, b.at(0) as u64, c.at(0) as u64);
+    let ours_plain = GemmPointers {
+        bias: std::ptr::null(),
+        ..ptrs
+    };
+    let (mut ours, mut theirs) = (vec![], vec![]);
+    for _ in 0..3 {
+        ours.push(per_call_ns(calls, 7, || {
+            // SAFETY: as above.
+            unsafe { gpu.gemm(&plain, ours_plain, stream.handle()) }.unwrap();
+        }));
+        stream.sync();
+        theirs.push(per_call_ns(calls, 7, || {
+            // SAFETY: the same live buffers, laid out as `plain` describes; the stream is
+            // of the engine's (primary) context, current on this thread.
+            unsafe { plan.run(a_dev, b_dev, c_dev, stream.handle().0) }.unwrap();
+        }));
+        stream.sync();
+    }
+    let (ours, theirs) = (med(ours), med(theirs));
+    println!(
+        "gpu, no bias: enqueue {ours:.2} µs per call (pointer checks on) against \
+         cublasLtMatmul's {theirs:.2} µs: {:.2}x",
+        ours / theirs
     );
 }
