@@ -1,4 +1,4 @@
-"""sgemm-bi 0.1's Python names keep working with their 0.1 meaning (issue 9).
+"""sgemm-bi 0.1's Python names keep working with their 0.1 meaning.
 
 The examples of 0.1's README live in python/README.md ("Coming from 0.1"); these tests read
 them from there and run them exactly as written — on CPU tensors where they can, and on
@@ -216,7 +216,7 @@ def test_engine_01_forms_with_the_cpu_tensor_core_model(gen) -> None:
 def test_engine_01_errors() -> None:
     e = Engine("cpu")
     x, w, y = torch.ones(2, 3), torch.ones(3, 4), torch.empty(2, 4)
-    with pytest.raises(RuntimeError, match=r"null pointer for A.*NULL_PARAMETER") as info:
+    with pytest.raises(RuntimeError, match=r"null pointer for x.*NULL_PARAMETER") as info:
         e.forward(y.data_ptr(), 0, w.data_ptr(), None, 2, 3, 4, "float32", 0, False)
     assert isinstance(info.value, errors.NullParameterError)
     with pytest.raises(ValueError, match="dtype is 'float64'"):
