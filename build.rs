@@ -1,7 +1,7 @@
 //! Builds the device code in `kernels-gpu/` into one PTX module per GPU family, and embeds
 //! each module's PTX and machine code (compressed) in the library.
 //!
-//! What a build embeds comes from `kernels-gpu/vendored/`: each module's PTX and its machine
+//! What a build embeds comes from `vendored/`: each module's PTX and its machine
 //! code for every GPU generation the pinned ptxas knows (`Module::machine_code`), zstd-
 //! compressed, with `manifest.txt` tying each cubin to the PTX it was assembled from. So
 //! `cargo build` on stable Rust, with no CUDA toolkit, gives a library that loads machine
@@ -14,6 +14,9 @@
 //! PTX is embedded, with machine code only if `SGEMM_BI_PTXAS` names a ptxas to assemble it
 //! (otherwise the driver compiles the PTX on first use, and a warning says so).
 //! `SGEMM_BI_UPDATE_PTX=1` (with `SGEMM_BI_PTXAS`) rewrites the vendored files.
+//!
+//! The published crate carries `vendored/` but not the kernels' sources (`kernels-gpu/`,
+//! `abi/`): built from a registry it always embeds the vendored images, nightly or not.
 
 use std::env;
 use std::fmt::Write as _;
@@ -69,7 +72,7 @@ const MODULES: &[Module] = &[
 ];
 
 /// Where the vendored images live, relative to the crate root.
-const VENDORED: &str = "kernels-gpu/vendored";
+const VENDORED: &str = "vendored";
 
 /// zstd levels: the vendored files are written once, so as small as zstd makes them; images
 /// compressed during a build (a kernel being changed) only need to be quick.
@@ -114,9 +117,11 @@ fn main() {
     let kernels = root.join("kernels-gpu");
     let vendored_dir = root.join(VENDORED);
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
-    for p in ["src", "Cargo.toml", "vendored"] {
+    for p in ["src", "Cargo.toml"] {
         println!("cargo:rerun-if-changed={}", kernels.join(p).display());
     }
+    println!("cargo:rerun-if-changed={}", root.join("abi").display());
+    println!("cargo:rerun-if-changed={}", vendored_dir.display());
     for var in [
         "SGEMM_BI_UPDATE_PTX",
         "SGEMM_BI_USE_VENDORED_PTX",
@@ -130,8 +135,11 @@ fn main() {
     let ptxas = env::var("SGEMM_BI_PTXAS").ok();
     let manifest = Manifest::read(&vendored_dir);
 
-    let fresh = !use_vendored && toolchain_present();
-    if !fresh && !use_vendored {
+    // The kernels' sources are in a clone of the repository, not in the published crate
+    // (which carries the vendored images only): without them there is nothing to compile.
+    let sources = kernels.join("Cargo.toml").is_file() && root.join("abi/Cargo.toml").is_file();
+    let fresh = !use_vendored && sources && toolchain_present();
+    if !fresh && !use_vendored && sources {
         println!(
             "cargo:warning=sgemm-bi: {TOOLCHAIN} with rust-src not found; embedding the \
              vendored kernels from {VENDORED} (install it with: rustup toolchain install \
@@ -228,7 +236,7 @@ fn commit(root: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// `kernels-gpu/vendored/manifest.txt`: the ptxas that assembled the cubins, and for each
+/// `vendored/manifest.txt`: the ptxas that assembled the cubins, and for each
 /// module the FNV-1a hash of its compressed PTX, so a build embeds cubins only next to the
 /// PTX they were made from.
 struct Manifest {
@@ -417,7 +425,7 @@ fn build_images(out: &Path, m: &Module, ptx: &str, ptxas: Option<&str>) -> Modul
     }
 }
 
-/// Rewrites `kernels-gpu/vendored/`: every module's PTX and cubins, and the manifest.
+/// Rewrites `vendored/`: every module's PTX and cubins, and the manifest.
 fn write_vendored(dir: &Path, out: &Path, ptxas: &str, ptx: &[&str]) {
     fs::create_dir_all(dir).unwrap();
     let mut jobs = Vec::new();

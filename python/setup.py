@@ -5,7 +5,11 @@ put it in the wheel next to the package.
 ``cargo build --release -p sgemm-bi-capi`` in the repository root and copies the cdylib
 that cargo reports into ``sgemm_bi/``. The wheel is tagged ``py3-none-<platform>``: it
 holds a native library, but no CPython extension, so any Python 3 of that platform can
-load it.
+load it. On Linux the platform is ``manylinux_2_<N>_<arch>``, with N the newest glibc
+symbol version the library needs (read from the library itself; it needs nothing but
+glibc, libgcc_s and the C++-free system libraries manylinux allows, and opens libcuda at
+run time): ``auditwheel show`` accepts the wheel under that tag (scripts/test-all checks
+it). ``SGEMM_BI_WHEEL_PLATFORM`` overrides the platform tag.
 
 ``SGEMM_BI_PREBUILT_LIB=/path/to/libsgemm_bi.so`` bundles that file instead of running
 cargo (for packaging on machines without a Rust toolchain).
@@ -15,12 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 try:  # setuptools >= 70.1 ships bdist_wheel itself
@@ -73,12 +79,39 @@ def build_library() -> Path:
     return found[0]
 
 
+_built_library: Path | None = None
+
+
+def glibc_needed(lib: Path) -> tuple[int, int] | None:
+    """The newest ``GLIBC_x.y`` symbol version ``lib`` refers to (the version names of its
+    dynamic string table), or None for a library that needs none."""
+    found = {(int(a), int(b)) for a, b in re.findall(rb"GLIBC_(\d+)\.(\d+)", lib.read_bytes())}
+    return max(found) if found else None
+
+
+def manylinux_platform(plat: str) -> str:
+    """``linux_<arch>`` → ``manylinux_<glibc>_<arch>`` for the library that was bundled."""
+    tag = os.environ.get("SGEMM_BI_WHEEL_PLATFORM")
+    if tag:
+        return tag
+    if not plat.startswith("linux_") or _built_library is None:
+        return plat
+    needed = glibc_needed(_built_library)
+    if needed is None or platform.libc_ver()[0] != "glibc":
+        return plat
+    # manylinux2014 (glibc 2.17) is the oldest tag auditwheel and pip still use.
+    major, minor = max(needed, (2, 17))
+    return f"manylinux_{major}_{minor}_{plat[len('linux_'):]}"
+
+
 class BuildPyWithLibrary(build_py):
     """build_py, then libsgemm_bi into the built package."""
 
     def run(self) -> None:
+        global _built_library
         super().run()
         lib = build_library()
+        _built_library = lib
         dest = Path(self.build_lib) / "sgemm_bi" / lib.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(lib, dest)
@@ -94,7 +127,18 @@ class PlatformWheel(bdist_wheel):
 
     def get_tag(self) -> tuple[str, str, str]:
         _, _, plat = super().get_tag()
-        return "py3", "none", plat
+        return "py3", "none", manylinux_platform(plat)
 
 
-setup(cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel})
+class BinaryDistribution(Distribution):
+    """A distribution with a native library: installed to platlib, not purelib (auditwheel
+    refuses shared libraries in purelib), though it has no extension module."""
+
+    def has_ext_modules(self) -> bool:
+        return True
+
+
+setup(
+    cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel},
+    distclass=BinaryDistribution,
+)

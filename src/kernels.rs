@@ -1,11 +1,11 @@
 //! The kernel images `build.rs` embeds: each module's PTX and its machine code for every
-//! architecture in `kernels-gpu/vendored/`, zstd-compressed (see `build.rs`).
+//! architecture in `vendored/`, zstd-compressed (see `build.rs`).
 
 use sgemm_bi_host::ModuleImages;
 
 include!(concat!(env!("OUT_DIR"), "/images.rs"));
 
-/// Where the embedded kernels come from: `"vendored"` (`kernels-gpu/vendored/`, when the
+/// Where the embedded kernels come from: `"vendored"` (`vendored/`, when the
 /// pinned nightly is not installed), `"fresh (equal to the vendored PTX)"` (compiled by this
 /// build, the same PTX, so the vendored machine code is embedded), or `"fresh (differs from
 /// the vendored PTX)"` (a kernel is being changed: machine code only where `SGEMM_BI_PTXAS`

@@ -13,8 +13,8 @@
 //! - The tier's order through the API: a K tail is padded with zeros (K = 37 gives the bits
 //!   of K = 48 with zero columns), rows do not depend on M, columns not on N.
 //!
-//! The golden files are kept in the repository (`tests/data/tc-h200/`, copied from
-//! `../shared/data/tc-h200/`, about 2 MiB, and the curated mismatch records, about 0.5 MiB)
+//! The golden files are kept in the repository (`tests/data/tc-h200/`, recorded
+//! on an H200, about 2 MiB, and the curated mismatch records, about 0.5 MiB)
 //! so that a clean clone runs these tests.
 
 use sgemm_bi::{

@@ -637,6 +637,7 @@ fn output_overlapping_an_input_is_rejected() {
             assert_eq!(
                 err,
                 Error::OverlappingOperands {
+                    output: ErrorOperand::C,
                     input,
                     c: range(c_at, nc),
                     other

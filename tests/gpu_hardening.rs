@@ -240,6 +240,7 @@ fn pointers_the_device_cannot_use_are_rejected() {
                 ErrorOperand::B => q.b = host,
                 ErrorOperand::Bias => q.bias = host,
                 ErrorOperand::C => q.c = host,
+                other => unreachable!("{other} is not an operand of Engine::gemm"),
             });
             match &err {
                 Error::InaccessibleMemory {
@@ -435,6 +436,7 @@ fn misaligned_overlapping_and_other_bad_calls() {
                 ErrorOperand::B => q.b = shift(q.b),
                 ErrorOperand::Bias => q.bias = shift(q.bias),
                 ErrorOperand::C => q.c = shift(q.c.cast_const()),
+                other => unreachable!("{other} is not an operand of Engine::gemm"),
             }
         });
         assert!(

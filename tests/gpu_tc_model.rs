@@ -1,5 +1,5 @@
 //! The tensor-core tier on a CUDA GPU against the CPU backend's model of it, bit for bit
-//! (contract C4; issue 10). On sm_90 the model is the tier's definition, so every test here
+//! (contract C4). On sm_90 the model is the tier's definition, so every test here
 //! must pass on an H100/H200. On another GPU family these tests are how to find out whether
 //! its tensor cores compute the same bits: a failure there says how many outputs differ.
 //!

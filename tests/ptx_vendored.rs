@@ -1,4 +1,4 @@
-//! The vendored kernels in `kernels-gpu/vendored/` are what the kernel sources compile to,
+//! The vendored kernels in `vendored/` are what the kernel sources compile to,
 //! every module assembles with ptxas for the GPUs it targets without spills, and the vendored
 //! machine code is exactly what the pinned ptxas makes of the vendored PTX.
 
@@ -15,11 +15,7 @@ fn required(var: &str) -> bool {
 macro_rules! vendored {
     ($file:literal) => {
         zstd::decode_all(
-            &include_bytes!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/kernels-gpu/vendored/",
-                $file
-            ))[..],
+            &include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/vendored/", $file))[..],
         )
         .unwrap()
     };
@@ -44,7 +40,7 @@ fn vendored_ptx_equals_a_fresh_build() {
     ] {
         assert!(
             vendored == kernels::ptx_text(module).as_bytes(),
-            "kernels-gpu/vendored/{file} is stale: regenerate it with \
+            "vendored/{file} is stale: regenerate it with \
              `SGEMM_BI_UPDATE_PTX=1 SGEMM_BI_PTXAS=<ptxas> cargo build`"
         );
     }
@@ -165,7 +161,7 @@ fn every_module_assembles_without_spills_into_the_embedded_machine_code() {
         assert!(
             embedded == cubin,
             "{name} for {arch}: the embedded machine code ({} bytes) is not what this ptxas \
-             makes of the PTX ({} bytes): regenerate kernels-gpu/vendored with \
+             makes of the PTX ({} bytes): regenerate vendored with \
              `SGEMM_BI_UPDATE_PTX=1 SGEMM_BI_PTXAS=<ptxas> cargo build`",
             embedded.len(),
             cubin.len()

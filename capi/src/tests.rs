@@ -288,6 +288,7 @@ fn every_error_kind_has_its_own_code() {
             message: s(),
         },
         Error::OverlappingOperands {
+            output: ErrorOperand::C,
             input: ErrorOperand::A,
             c: 0..4,
             other: 2..6,
@@ -671,6 +672,118 @@ fn rejected_calls_name_the_field_and_write_nothing() {
         (st, message()),
         (sgemm_bi_status::NullParameter, "desc is NULL".to_owned())
     );
+}
+
+/// The training triad's errors name each buffer as the caller passed it (`x`, `w`, `bias`,
+/// `y`; `dy`, `x`, `dw`; `dy`, `w`, `dx`), never by its role in the GEMM (A, B, C), in both
+/// weight layouts (dW's GEMM swaps its operands between them).
+#[test]
+fn triad_errors_name_the_callers_parameters() {
+    let h = Handle::cpu();
+    let mut rng = Rng(5);
+    let (m, k, n) = (3usize, 4usize, 5usize);
+    for (weight, layout) in [(WeightLayout::KN, 0u32), (WeightLayout::NK, 1)] {
+        let cl = sgemm_bi_linear {
+            struct_size: size_of::<sgemm_bi_linear>() as u32,
+            dtype: desc::c_dtype(DType::F32),
+            weight_layout: layout,
+            tier: 0,
+            m: m as u64,
+            k: k as u64,
+            n: n as u64,
+            reserved: [0; 2],
+        };
+        assert_eq!(weight as u32, layout);
+        let x = Buf::random(DType::F32, m * k, &mut rng);
+        let w = Buf::random(DType::F32, k * n, &mut rng);
+        let bias = Buf::random(DType::F32, n, &mut rng);
+        let dy = Buf::random(DType::F32, m * n, &mut rng);
+        let mut out = Buf::random(DType::F32, m * k.max(n) * k, &mut rng);
+        let o = out.ptr_mut();
+        let forward = |x, w, bias, y| {
+            // SAFETY: every buffer holds what the layer needs or is NULL (checked).
+            unsafe { sgemm_bi_forward(h.0, &cl, x, w, bias, 0, y, null_mut()) }
+        };
+        let dw = |dy, x, dw| {
+            // SAFETY: as above.
+            unsafe { sgemm_bi_backward_dw(h.0, &cl, dy, x, dw, 0, 0, null_mut()) }
+        };
+        let dx = |dy, w, dx| {
+            // SAFETY: as above.
+            unsafe { sgemm_bi_backward_dx(h.0, &cl, dy, w, dx, null_mut()) }
+        };
+        // The status and message of the call just made (the message is the calling
+        // thread's last one, so each call is checked before the next).
+        let check = |st: sgemm_bi_status, needle: &str| {
+            let m = message();
+            assert_ne!(st, OK, "{weight:?}: {needle}");
+            assert!(
+                m.contains(needle),
+                "{weight:?}: {m:?} does not say {needle:?}"
+            );
+            for gemm_name in ["for A", "for B", "for C", "C (bytes"] {
+                assert!(
+                    !m.contains(gemm_name),
+                    "{weight:?}: {m:?} names {gemm_name:?}"
+                );
+            }
+        };
+        check(
+            forward(null(), w.ptr(), bias.ptr(), o),
+            "null pointer for x",
+        );
+        check(
+            forward(x.ptr(), null(), bias.ptr(), o),
+            "null pointer for w",
+        );
+        check(
+            forward(x.ptr(), w.ptr(), bias.ptr(), null_mut()),
+            "null pointer for y",
+        );
+        check(dw(null(), x.ptr(), o), "null pointer for dy");
+        check(dw(dy.ptr(), null(), o), "null pointer for x");
+        check(dw(dy.ptr(), x.ptr(), null_mut()), "null pointer for dw");
+        check(dx(null(), w.ptr(), o), "null pointer for dy");
+        check(dx(dy.ptr(), null(), o), "null pointer for w");
+        check(dx(dy.ptr(), w.ptr(), null_mut()), "null pointer for dx");
+        // The output on top of an input: both named.
+        check(
+            forward(x.ptr(), w.ptr(), bias.ptr(), x.ptr().cast_mut()),
+            "y (bytes",
+        );
+        let st = forward(x.ptr(), w.ptr(), bias.ptr(), x.ptr().cast_mut());
+        assert_eq!(st, sgemm_bi_status::OverlappingOperands);
+        assert!(message().contains("overlaps x"), "{}", message());
+        let st = dw(dy.ptr(), x.ptr(), dy.ptr().cast_mut());
+        assert_eq!(st, sgemm_bi_status::OverlappingOperands);
+        assert!(message().starts_with("dw (bytes"), "{}", message());
+        assert!(message().contains("overlaps dy"), "{}", message());
+        // And the Rust API names them the same way.
+        let rust = Engine::new(Device::Cpu).unwrap();
+        let l = Linear {
+            m,
+            k,
+            n,
+            dtype: DType::F32,
+            weight,
+            tier: Tier::Scalar,
+        };
+        let short = Buf::random(DType::F32, 1, &mut rng);
+        let err = rust
+            .backward_dw_host(
+                &l,
+                dy.slice(),
+                short.slice(),
+                out.slice_mut(),
+                OutputMode::Overwrite(DType::F32),
+            )
+            .unwrap_err();
+        assert!(err.to_string().starts_with("x holds 1 elements"), "{err}");
+        let err = rust
+            .forward_host(&l, x.slice(), w.slice(), None, short.clone().slice_mut())
+            .unwrap_err();
+        assert!(err.to_string().starts_with("y holds 1 elements"), "{err}");
+    }
 }
 
 #[test]

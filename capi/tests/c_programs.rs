@@ -68,7 +68,7 @@ fn c_abi_errors() {
 }
 
 /// The tensor-core tier on the CPU backend, through the C ABI, gives every output recorded
-/// on the H200 (issue 10: the model is the tier's definition on sm_90).
+/// on the H200 (contract C4: the model is the tier's definition on sm_90).
 #[test]
 fn c_tensor_cores_on_the_cpu_match_the_h200_recordings() {
     let exe = scratch("tc_golden").join("tc_golden");

@@ -1,4 +1,5 @@
-//! Issue 4's target table as a list of cases, and the `--only` filter.
+//! The suite's target table (the shapes training and serving run, each with the ratio to cuBLAS
+//! it aims at) as a list of cases, and the `--only` filter.
 
 use sgemm_bi::{DType, Gemm, Linear, OutputMode, Tier, WeightLayout};
 
@@ -48,7 +49,7 @@ impl Group {
     }
 }
 
-/// The bar a row is measured against (issue 4), always on the cuBLAS-default ratio except
+/// The bar a row is measured against, always on the cuBLAS-default ratio except
 /// for the bf16 scalar tier, whose bar is the f32 scalar tier's speed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Target {

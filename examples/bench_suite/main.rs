@@ -1,4 +1,4 @@
-//! Issue 4's benchmark suite: every case of its target table against cuBLAS default
+//! The benchmark suite: every case of its target table (`cases.rs`) against cuBLAS default
 //! (`cublasGemmEx`; `cublasSgemm` with TF32 off for the scalar tier) and cuBLASLt without
 //! workspace, in one process, on the same buffers, with random data.
 //!

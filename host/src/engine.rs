@@ -273,6 +273,7 @@ impl Engine {
         y: HostSliceMut<'_>,
     ) -> Result<()> {
         self.gemm_host(&l.forward(bias.map(|b| b.dtype())), x, w, bias, y)
+            .map_err(|e| e.with_names(FORWARD_NAMES))
     }
 
     /// Safe form of [`Engine::backward_dw`] over host slices (CPU engine only).
@@ -286,6 +287,7 @@ impl Engine {
     ) -> Result<()> {
         let (a, b) = l.dw_operands(dy, x);
         self.gemm_host(&l.backward_dw(mode), a, b, None, dw)
+            .map_err(|e| e.with_names(dw_names(l)))
     }
 
     /// Safe form of [`Engine::backward_dx`] over host slices (CPU engine only).
@@ -297,6 +299,7 @@ impl Engine {
         dx: HostSliceMut<'_>,
     ) -> Result<()> {
         self.gemm_host(&l.backward_dx(), dy, w, None, dx)
+            .map_err(|e| e.with_names(DX_NAMES))
     }
 
     /// `Y = X·W (+ bias)` for the layer `l` (see [`Linear::forward`]).
@@ -321,7 +324,7 @@ impl Engine {
             c: y,
         };
         // SAFETY: forwarded contract.
-        unsafe { self.gemm(&g, p, stream) }
+        unsafe { self.gemm(&g, p, stream) }.map_err(|e| e.with_names(FORWARD_NAMES))
     }
 
     /// `dW (+)= Xᵀ·dY` for the layer `l` (see [`Linear::backward_dw`]).
@@ -346,7 +349,7 @@ impl Engine {
             c: dw,
         };
         // SAFETY: forwarded contract.
-        unsafe { self.gemm(&g, p, stream) }
+        unsafe { self.gemm(&g, p, stream) }.map_err(|e| e.with_names(dw_names(l)))
     }
 
     /// `dX = dY·Wᵀ` for the layer `l` (see [`Linear::backward_dx`]).
@@ -369,6 +372,19 @@ impl Engine {
             c: dx,
         };
         // SAFETY: forwarded contract.
-        unsafe { self.gemm(&g, p, stream) }
+        unsafe { self.gemm(&g, p, stream) }.map_err(|e| e.with_names(DX_NAMES))
     }
+}
+
+/// What the forward's GEMM operands A, B and C are to its caller: an error names the buffer
+/// as the caller passed it (`x`, `w`, `y`), not by its role in the GEMM.
+const FORWARD_NAMES: [Which; 3] = [Which::X, Which::W, Which::Y];
+/// The same for the input gradient: `dX = dY·Wᵀ`.
+const DX_NAMES: [Which; 3] = [Which::Dy, Which::W, Which::Dx];
+
+/// The same for the weight gradient, whose A and B depend on the weight layout
+/// ([`Linear::dw_operands`]).
+fn dw_names(l: &Linear) -> [Which; 3] {
+    let (a, b) = l.dw_operands(Which::Dy, Which::X);
+    [a, b, Which::Dw]
 }

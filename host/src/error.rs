@@ -2,13 +2,29 @@
 
 use crate::types::{DType, Device, Tier};
 
-/// Which buffer of a call an error is about.
+/// Which buffer of a call an error is about, by the name the caller passed it under: A, B,
+/// the bias and C for [`Engine::gemm`](crate::Engine::gemm); x, w, the bias and y for the
+/// training triad's forward, dy, x and dw for its weight gradient, dy, w and dx for its
+/// input gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Operand {
     A,
     B,
     Bias,
     C,
+    /// The triad's input X.
+    X,
+    /// The triad's weight W.
+    W,
+    /// The forward's output Y.
+    Y,
+    /// The output gradient dY.
+    Dy,
+    /// The weight gradient dW.
+    Dw,
+    /// The input gradient dX.
+    Dx,
 }
 
 impl std::fmt::Display for Operand {
@@ -18,6 +34,12 @@ impl std::fmt::Display for Operand {
             Operand::B => "B",
             Operand::Bias => "bias",
             Operand::C => "C",
+            Operand::X => "x",
+            Operand::W => "w",
+            Operand::Y => "y",
+            Operand::Dy => "dy",
+            Operand::Dw => "dw",
+            Operand::Dx => "dx",
         })
     }
 }
@@ -99,10 +121,12 @@ pub enum Error {
     /// its last element), so two interleaved strided views of one allocation are rejected
     /// too when their ranges meet.
     #[error(
-        "C (bytes {c:#x?}) overlaps {input} (bytes {other:#x?}): the output must not share \
-         memory with an input"
+        "{output} (bytes {c:#x?}) overlaps {input} (bytes {other:#x?}): the output must not \
+         share memory with an input"
     )]
     OverlappingOperands {
+        /// The output: C, or the triad's y, dw or dx.
+        output: Operand,
         input: Operand,
         c: std::ops::Range<usize>,
         other: std::ops::Range<usize>,
@@ -118,6 +142,92 @@ pub enum Error {
         found: String,
         device: Device,
     },
+}
+
+impl Error {
+    /// The same error with each operand `(A, B, C)` of the GEMM renamed to the buffer the
+    /// caller passed in its place (`names`: what A, B and C are; the bias keeps its name).
+    pub(crate) fn with_names(self, names: [Operand; 3]) -> Error {
+        let rename = |o: Operand| match o {
+            Operand::A => names[0],
+            Operand::B => names[1],
+            Operand::C => names[2],
+            other => other,
+        };
+        match self {
+            Error::NullPointer(o) => Error::NullPointer(rename(o)),
+            Error::Overflow { operand, detail } => Error::Overflow {
+                operand: rename(operand),
+                detail,
+            },
+            Error::BadLeadingDimension { operand, ld, min } => Error::BadLeadingDimension {
+                operand: rename(operand),
+                ld,
+                min,
+            },
+            Error::OverlappingBatches {
+                operand,
+                stride,
+                span,
+            } => Error::OverlappingBatches {
+                operand: rename(operand),
+                stride,
+                span,
+            },
+            Error::BufferTooSmall {
+                operand,
+                dtype,
+                len,
+                needed,
+            } => Error::BufferTooSmall {
+                operand: rename(operand),
+                dtype,
+                len,
+                needed,
+            },
+            Error::DtypeMismatch {
+                operand,
+                given,
+                expected,
+            } => Error::DtypeMismatch {
+                operand: rename(operand),
+                given,
+                expected,
+            },
+            Error::Misaligned {
+                operand,
+                addr,
+                align,
+            } => Error::Misaligned {
+                operand: rename(operand),
+                addr,
+                align,
+            },
+            Error::OverlappingOperands {
+                output,
+                input,
+                c,
+                other,
+            } => Error::OverlappingOperands {
+                output: rename(output),
+                input: rename(input),
+                c,
+                other,
+            },
+            Error::InaccessibleMemory {
+                operand,
+                addr,
+                found,
+                device,
+            } => Error::InaccessibleMemory {
+                operand: rename(operand),
+                addr,
+                found,
+                device,
+            },
+            other => other,
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

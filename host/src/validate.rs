@@ -256,7 +256,12 @@ pub fn check_overlap(g: &Gemm, ext: &Extents, p: &GemmPointers) -> Result<()> {
     for (input, ptr, elems, dtype) in inputs {
         if let Some(other) = bytes(ptr, elems, dtype) {
             if c.start < other.end && other.start < c.end {
-                return Err(Error::OverlappingOperands { input, c, other });
+                return Err(Error::OverlappingOperands {
+                    output: Which::C,
+                    input,
+                    c,
+                    other,
+                });
             }
         }
     }

@@ -7,8 +7,9 @@
 //!   only sm_90 fits unspilled (`entry.rs`).
 //!
 //! Layout of this crate: `arch/` holds one wrapper per PTX instruction and nothing else;
-//! `params.rs` the `#[repr(C)]` structs the host passes by value (the host crate includes
-//! the same file); `schedule.rs` the tile order every tier shares; each tier is a folder with
+//! `params` the `#[repr(C)]` structs the host passes by value and each tier's `config` its
+//! tile shape, both from the `sgemm-bi-abi` crate (`../abi`), which the host uses too;
+//! `schedule.rs` the tile order every tier shares; each tier is a folder with
 //! its config, mainloop and epilogue, and `entry.rs` instantiates the named entry points.
 
 #![no_std]
@@ -23,7 +24,7 @@ pub mod entry;
 pub mod finish;
 #[cfg(sgemm_bi_sm90a)]
 pub mod hopper;
-pub mod params;
+pub use sgemm_bi_abi::params;
 pub mod scalar;
 pub mod schedule;
 pub mod tensor;

@@ -1,6 +1,9 @@
 """sgemm-bi 0.1's Python names, kept working with their 0.1 meaning on top of the current API.
 
 * :func:`deterministic_linear` — 0.1's functional layer, ``weight`` stored ``[in, out]``.
+* :func:`load_01_state_dict` — a 0.1 checkpoint into a model of :class:`sgemm_bi.Linear`
+  layers, whose ``weight`` is now ``[out, in]`` (0.1: ``[in, out]``); for one layer,
+  ``Linear.load_state_dict(sd, layout="in_out")``.
 * ``tensor_cores=True``/``False`` wherever ``tier=`` is taken (:func:`sgemm_bi.matmul`,
   :func:`sgemm_bi.linear`, :class:`sgemm_bi.Linear` and ``Linear.from_torch``,
   :func:`sgemm_bi.mode`, :func:`sgemm_bi.enable`): ``tier="tensor_cores"`` / ``"scalar"``
@@ -14,14 +17,14 @@ the same on the CPU and on every GPU.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Mapping, Optional
 
-from torch import Tensor
+from torch import Tensor, nn
 
 from .functional import matmul
 from .ops import _check_tensor
 
-__all__ = ["deterministic_linear"]
+__all__ = ["deterministic_linear", "load_01_state_dict"]
 
 
 def deterministic_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
@@ -52,3 +55,29 @@ def deterministic_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
             "[in_features, out_features]"
         )
     return matmul(x, weight, bias, tensor_cores=tensor_cores)
+
+
+def load_01_state_dict(module: nn.Module, state_dict: Mapping[str, Any], strict: bool = True,
+                       assign: bool = False) -> Any:
+    """Loads a ``state_dict`` saved with sgemm-bi 0.1 into ``module``: the ``weight`` of every
+    :class:`sgemm_bi.Linear` in ``module`` (``module`` itself included) is read as 0.1
+    stored it, ``[in_features, out_features]``, and transposed to this version's
+    ``[out_features, in_features]``; everything else loads as
+    :meth:`torch.nn.Module.load_state_dict` loads it (``strict``, ``assign`` and the return
+    value are its own).
+
+    Use it for checkpoints of 0.1 models only: it transposes square weights too, which is
+    right for a 0.1 checkpoint and wrong for one saved by this version (nothing in a square
+    weight's shape tells the two apart). A weight that is already ``[out_features,
+    in_features]`` in a non-square layer is an error.
+    """
+    from .nn import Linear
+
+    layers = [m for m in module.modules() if isinstance(m, Linear)]
+    for m in layers:
+        m._sgemm_bi_weight_layout = "in_out"
+    try:
+        return nn.Module.load_state_dict(module, state_dict, strict=strict, assign=assign)
+    finally:
+        for m in layers:
+            del m._sgemm_bi_weight_layout

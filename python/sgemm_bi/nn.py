@@ -3,7 +3,7 @@ engine."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
@@ -12,7 +12,12 @@ from .autograd import gemm, gemm_accumulate_
 from .checks import TIER_DEFAULT, check_inputs, pick_tier
 from .functional import _autocast, linear
 
-__all__ = ["Linear"]
+__all__ = ["Linear", "WEIGHT_LAYOUTS"]
+
+#: ``layout=`` values of :meth:`Linear.load_state_dict`: ``"out_in"`` is torch's (and this
+#: version's) ``[out_features, in_features]``; ``"in_out"`` is sgemm-bi 0.1's
+#: ``[in_features, out_features]``, transposed on loading.
+WEIGHT_LAYOUTS = ("out_in", "in_out")
 
 
 class Linear(nn.Linear):
@@ -22,6 +27,12 @@ class Linear(nn.Linear):
     A subclass of :class:`torch.nn.Linear` with the same parameters (``weight`` is
     ``[out_features, in_features]``, ``bias`` is ``[out_features]``), the same
     initialization and the same ``state_dict``, so checkpoints load either way.
+
+    sgemm-bi 0.1's ``Linear`` stored ``weight`` as ``[in_features, out_features]``: load
+    its checkpoints with ``load_state_dict(sd, layout="in_out")`` (or, for a whole model,
+    :func:`sgemm_bi.compat.load_01_state_dict`). A 0.1 weight loaded without it fails with
+    a size mismatch that says so — except in a square layer, where both layouts have the
+    same shape and nothing can tell them apart: there the layout must be given.
 
     Args:
         in_features, out_features, bias, device, dtype: as for :class:`torch.nn.Linear`.
@@ -92,6 +103,50 @@ class Linear(nn.Linear):
             return _linear_main_grad(input, self.weight, self.bias, self.tier)
         return linear(input, self.weight, self.bias, tier=self.tier)
 
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False, *, layout: str = "out_in") -> Any:
+        """:meth:`torch.nn.Module.load_state_dict`, with the layout ``state_dict`` stores
+        ``weight`` in: ``"out_in"`` (the default: torch's ``[out_features, in_features]``,
+        what this class saves) or ``"in_out"`` (sgemm-bi 0.1's ``[in_features,
+        out_features]``, transposed while loading). The layout cannot be read off a square
+        weight, so a square 0.1 layer loads correctly only with ``layout="in_out"``."""
+        _check_layout(layout)
+        self._sgemm_bi_weight_layout = layout
+        try:
+            return super().load_state_dict(state_dict, strict=strict, assign=assign)
+        finally:
+            del self._sgemm_bi_weight_layout
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,  # type: ignore[no-untyped-def]
+                              missing_keys, unexpected_keys, error_msgs):
+        layout = getattr(self, "_sgemm_bi_weight_layout", "out_in")
+        key = prefix + "weight"
+        w = state_dict.get(key)
+        want = (self.out_features, self.in_features)
+        if isinstance(w, Tensor) and w.dim() == 2:
+            got = tuple(w.shape)
+            if layout == "in_out":
+                if got == want and want[0] != want[1]:
+                    error_msgs.append(
+                        f"{key} is stored {list(got)}, [out_features, in_features] already, "
+                        "but layout='in_out' ([in_features, out_features], sgemm-bi 0.1's) was "
+                        "given: load it with the default layout='out_in'"
+                    )
+                else:
+                    state_dict = dict(state_dict)
+                    state_dict[key] = w.t().contiguous()
+            elif got == (self.in_features, self.out_features) and got != want:
+                error_msgs.append(
+                    f"{key} is stored {list(got)}: that is [in_features, out_features], the "
+                    "layout of sgemm-bi 0.1's Linear; this version stores [out_features, "
+                    "in_features] as torch.nn.Linear does. Load a 0.1 checkpoint with "
+                    "Linear.load_state_dict(sd, layout='in_out') or, for a whole model, "
+                    "sgemm_bi.compat.load_01_state_dict(model, sd) (square layers must be "
+                    "loaded that way too: their shape cannot tell the layouts apart)"
+                )
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
+
     def zero_main_grad(self) -> None:
         """Zeroes ``weight.main_grad`` and ``bias.main_grad`` where they exist."""
         for p in (self.weight, self.bias):
@@ -104,6 +159,14 @@ class Linear(nn.Linear):
         if self.fp32_grad_accumulation:
             extra += ", fp32_grad_accumulation=True"
         return super().extra_repr() + extra
+
+
+def _check_layout(layout: object) -> None:
+    if layout not in WEIGHT_LAYOUTS:
+        raise ValueError(
+            f"layout is {layout!r}: it must be 'out_in' ([out_features, in_features], torch's "
+            "and this version's) or 'in_out' ([in_features, out_features], sgemm-bi 0.1's)"
+        )
 
 
 def _main_grad(p: nn.Parameter) -> Tensor:

@@ -1,4 +1,4 @@
-"""sgemm-bi 0.1's Python names keep working with their 0.1 meaning (issue 9).
+"""sgemm-bi 0.1's Python names keep working with their 0.1 meaning.
 
 The examples of 0.1's README live in python/README.md ("Coming from 0.1"); these tests read
 them from there and run them exactly as written — on CPU tensors where they can, and on
@@ -44,7 +44,7 @@ def readme_blocks() -> dict[str, Callable[[dict[str, Any]], None]]:
     section_end = end if end != -1 else len(text)
     found = [(m.group(1), text.count("\n", 0, m.start(1)))
              for m in re.finditer(r"^```python\n(.*?)^```$", text[:section_end], re.S | re.M)
-             if m.start() > start]
+             if m.start() > start and "load_01_state_dict" not in m.group(1)]
     assert len(found) == 3, f"expected 3 python blocks in 'Coming from 0.1', found {len(found)}"
     roles = {}
     for code, line in found:
@@ -216,7 +216,7 @@ def test_engine_01_forms_with_the_cpu_tensor_core_model(gen) -> None:
 def test_engine_01_errors() -> None:
     e = Engine("cpu")
     x, w, y = torch.ones(2, 3), torch.ones(3, 4), torch.empty(2, 4)
-    with pytest.raises(RuntimeError, match=r"null pointer for A.*NULL_PARAMETER") as info:
+    with pytest.raises(RuntimeError, match=r"null pointer for x.*NULL_PARAMETER") as info:
         e.forward(y.data_ptr(), 0, w.data_ptr(), None, 2, 3, 4, "float32", 0, False)
     assert isinstance(info.value, errors.NullParameterError)
     with pytest.raises(ValueError, match="dtype is 'float64'"):

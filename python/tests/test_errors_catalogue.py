@@ -167,6 +167,38 @@ def test_null_pointers() -> None:
     _still_works(e)
 
 
+@pytest.mark.parametrize("layout", [_capi.WeightLayout.KN, _capi.WeightLayout.NK])
+def test_triad_errors_name_the_arguments_as_passed(layout: _capi.WeightLayout) -> None:
+    """forward / backward_dw / backward_dx name x, w, y, dy, dw, dx — the arguments the
+    caller passed — never the GEMM's A, B and C (whose roles dW swaps with the layout)."""
+    e = Engine("cpu")
+    m, k, n = 3, 4, 5
+    layer = Engine.linear_desc(m, k, n, "f32", layout, "scalar")
+    x, dy = np.ones((m, k), np.float32), np.ones((m, n), np.float32)
+    w = np.ones((k, n) if layout == _capi.WeightLayout.KN else (n, k), np.float32)
+    out = np.zeros(64, np.float32)
+    calls = [
+        (lambda: e.forward(layer, None, w, out), "x"),
+        (lambda: e.forward(layer, x, None, out), "w"),
+        (lambda: e.forward(layer, x, w, None), "y"),
+        (lambda: e.backward_dw(layer, None, x, out), "dy"),
+        (lambda: e.backward_dw(layer, dy, None, out), "x"),
+        (lambda: e.backward_dw(layer, dy, x, None), "dw"),
+        (lambda: e.backward_dx(layer, None, w, out), "dy"),
+        (lambda: e.backward_dx(layer, dy, None, out), "w"),
+        (lambda: e.backward_dx(layer, dy, w, None), "dx"),
+    ]
+    for call, name in calls:
+        with pytest.raises(errors.NullParameterError) as info:
+            call()
+        msg = str(info.value)
+        assert f"null pointer for {name} " in msg, msg
+        assert not any(f"for {g} " in msg for g in "ABC"), msg
+    with pytest.raises(errors.OverlappingOperandsError, match=r"^y \(bytes .* overlaps x"):
+        e.forward(layer, x, w, x)
+    _still_works(e)
+
+
 def test_zero_sizes_are_no_ops_and_need_no_buffers() -> None:
     e = Engine("cpu")
     for m, n, k in [(0, N, K), (M, 0, K), (0, 0, 0)]:

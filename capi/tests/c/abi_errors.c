@@ -280,7 +280,7 @@ static void convenience_errors(void) {
     s = sgemm_bi_forward(engine, &l, a, b, bias, 6, c, NULL);
     expect(s, SGEMM_BI_STATUS_INVALID_ARGUMENT, "bias_dtype", "forward: bias dtype");
     s = sgemm_bi_forward(engine, &l, a, NULL, bias, SGEMM_BI_DTYPE_F32, c, NULL);
-    expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "null pointer for B", "forward: NULL W");
+    expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "null pointer for w", "forward: NULL W");
     s = sgemm_bi_backward_dw(engine, &l, dy, a, dw, 2, SGEMM_BI_DTYPE_F32, NULL);
     expect(s, SGEMM_BI_STATUS_INVALID_ARGUMENT, "output_mode", "dW: output mode");
     s = sgemm_bi_backward_dw(engine, &l, dy, a, dw, SGEMM_BI_OUTPUT_MODE_OVERWRITE, 9, NULL);
@@ -291,7 +291,7 @@ static void convenience_errors(void) {
     s = sgemm_bi_backward_dw(NULL, &l, dy, a, dw, 0, 0, NULL);
     expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "engine", "dW: NULL engine");
     s = sgemm_bi_backward_dx(engine, &l, dy, b, NULL, NULL);
-    expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "null pointer for C", "dX: NULL dX");
+    expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "null pointer for dx", "dX: NULL dX");
     s = sgemm_bi_backward_dx(engine, NULL, dy, b, dx, NULL);
     expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "layer", "dX: NULL layer");
 }

@@ -12,16 +12,16 @@ use std::sync::Arc;
 use cudarc::driver::{result, sys};
 
 use super::kernel_abi::gemm_params;
-use super::kernel_abi::hopper_config::{
-    threads, BK, BM, BM_CHOICES, BN_CHOICES, EPILOGUE_PIECE_BYTES, NARROW_BN, SMEM_BYTES,
-    SWIZZLE_ELEMS, WG_M,
-};
-use super::kernel_abi::params::{HopperParams, TensorMap};
 use super::modules::{Lazy, ModuleLoader};
 use super::scalar::{layout_suffix, LAYOUTS};
 use super::tensor::Unsupported;
 use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, Layout, Operand, OutputMode};
+use sgemm_bi_abi::hopper::{
+    threads, BK, BM, BM_CHOICES, BN_CHOICES, EPILOGUE_PIECE_BYTES, NARROW_BN, SMEM_BYTES,
+    SWIZZLE_ELEMS, WG_M,
+};
+use sgemm_bi_abi::params::{HopperParams, TensorMap};
 
 const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
 

@@ -94,7 +94,7 @@ impl Cubin {
 /// One kernel module's images.
 #[derive(Debug)]
 pub struct ModuleImages {
-    /// `"sm80"` or `"sm90a"`, as in `kernels-gpu/vendored/`.
+    /// `"sm80"` or `"sm90a"`, as in `vendored/`.
     pub name: &'static str,
     /// The architecture the PTX is written for (its `.target`): `"sm_80"` runs on every
     /// GPU from 8.0 on, `"sm_90a"` on 9.0 only.

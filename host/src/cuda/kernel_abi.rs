@@ -1,30 +1,15 @@
-//! The device crate's parameter structs and tile constants, compiled from the very same
-//! source files, so the host and the kernels cannot disagree on a layout or a block size.
+//! The kernels' parameters and launch: the parameter structs and tile constants come from
+//! `sgemm-bi-abi`, the crate the device code uses for them too, so the host and the kernels
+//! cannot disagree on a layout or a block size.
 
 use cudarc::driver::{result, sys};
 
 use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, OutputMode};
-use params::{
+use sgemm_bi_abi::params::{
     GemmParams, BIAS_BF16, BIAS_F16, BIAS_F32, BIAS_NONE, OUT_ACCUMULATE_F32, OUT_BF16, OUT_F16,
     OUT_F32,
 };
-
-#[allow(dead_code)]
-#[path = "../../../kernels-gpu/src/params.rs"]
-pub mod params;
-
-#[allow(dead_code)]
-#[path = "../../../kernels-gpu/src/scalar/config.rs"]
-pub mod scalar_config;
-
-#[allow(dead_code)]
-#[path = "../../../kernels-gpu/src/tensor/config.rs"]
-pub mod tensor_config;
-
-#[allow(dead_code)]
-#[path = "../../../kernels-gpu/src/hopper/config.rs"]
-pub mod hopper_config;
 
 /// The kernel parameters of `g` on pointers `p`, for a kernel whose block tile is
 /// `tile_m × tile_n`.

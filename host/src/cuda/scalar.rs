@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
-use super::kernel_abi::params::GemmParams;
-use super::kernel_abi::scalar_config::{narrow, wide, BM, THREADS};
 use super::kernel_abi::{gemm_params, launch};
 use super::modules::{Lazy, ModuleLoader};
 use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, Layout, OutputMode};
+use sgemm_bi_abi::params::GemmParams;
+use sgemm_bi_abi::scalar::{narrow, wide, BM, THREADS};
 
 const DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
 pub(crate) const LAYOUTS: [(Layout, Layout); 4] = [
@@ -21,7 +21,7 @@ pub(crate) const LAYOUTS: [(Layout, Layout); 4] = [
     (Layout::ColMajor, Layout::ColMajor),
 ];
 
-/// The two tile widths of the scalar kernels (`kernels-gpu/src/scalar/config.rs`).
+/// The two tile widths of the scalar kernels (`sgemm_bi_abi::scalar`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Width {
     /// 128 × 128 tiles.

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
-use super::kernel_abi::tensor_config::{BM, BN, CHUNK_ELEMS, MMA_K, SMEM_BYTES, THREADS};
 use super::kernel_abi::{gemm_params, launch};
 use super::modules::{Lazy, ModuleLoader};
 use super::scalar::{layout_suffix, LAYOUTS};
 use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, Layout, Operand};
+use sgemm_bi_abi::tensor::{BM, BN, CHUNK_ELEMS, MMA_K, SMEM_BYTES, THREADS};
 
 const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
 

@@ -29,7 +29,7 @@
 //! warpgroup whole tiles, every other one of the block, so one's epilogue overlaps the
 //! other's mainloop.
 
-pub mod config;
+pub use sgemm_bi_abi::hopper as config;
 pub mod epilogue;
 pub mod mainloop;
 pub mod pingpong;

@@ -15,7 +15,7 @@
 //! Files: [`config`] the tile constants, [`crate::schedule`] which tile a block computes,
 //! [`mainloop`] staging and the fma chain, [`epilogue`] bias, accumulate, rounding and store.
 
-pub mod config;
+pub use sgemm_bi_abi::scalar as config;
 pub mod epilogue;
 pub mod mainloop;
 

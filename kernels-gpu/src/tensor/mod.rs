@@ -52,7 +52,7 @@
 //! Shape: a (128, 128) block tile, K staged 32 at a time through a 4-stage cp.async
 //! pipeline; 8 warps as 2 × 4, each owning a (64, 32) piece as 4 × 4 m16n8 fragments.
 
-pub mod config;
+pub use sgemm_bi_abi::tensor as config;
 pub mod epilogue;
 pub mod mainloop;
 

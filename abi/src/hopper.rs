@@ -1,6 +1,5 @@
 //! Tile shape of the Hopper tensor-core kernels (wgmma + TMA path). Plain constants and const
-//! functions: the host includes this file too (`host/src/cuda/kernel_abi.rs`), so launch
-//! sizes cannot drift.
+//! functions, shared by the kernels and the host's launcher, so launch sizes cannot drift.
 
 /// Output rows of the widest block tile: two consumer warpgroups of 64 rows each.
 pub const BM: u32 = 128;
@@ -28,6 +27,7 @@ pub const MMA_K: u32 = 16;
 pub const WG_M: u32 = 64;
 /// Consumer warpgroups of a tile of `bm` rows (each owns WG_M rows; one for the narrow
 /// tiles); warpgroup 0 is the producer.
+#[inline]
 pub const fn consumers(bm: u32) -> u32 {
     if bm > WG_M {
         bm / WG_M
@@ -38,6 +38,7 @@ pub const fn consumers(bm: u32) -> u32 {
 /// The most consumer warpgroups of any tile height.
 pub const MAX_CONSUMERS: u32 = consumers(BM);
 /// Threads per block for tiles of `bm` rows: the producer warpgroup and the consumers.
+#[inline]
 pub const fn threads(bm: u32) -> u32 {
     128 * (1 + consumers(bm))
 }
@@ -51,6 +52,7 @@ pub const SWIZZLE_ELEMS: u32 = 64;
 /// Bytes of one (BK, 64) box / one 64-row piece of a K-major tile.
 pub const BOX_BYTES: u32 = BK * SWIZZLE_ELEMS * 2;
 /// Bytes of the A tile of one stage for tiles of `bm` rows: (bm, BK).
+#[inline]
 pub const fn a_bytes(bm: u32) -> u32 {
     bm * BK * 2
 }
@@ -76,16 +78,19 @@ pub const SMEM_BYTES: u32 = 1024 + STAGE_AREA + EPILOGUE_AREA + BARRIER_BYTES;
 pub const SMEM_LIMIT: u32 = 227 * 1024;
 
 /// Bytes of the B tile of one stage: (BN, BK).
+#[inline]
 pub const fn b_bytes(bn: u32) -> u32 {
     bn * BK * 2
 }
 
 /// Bytes of one stage of a (bm, bn) tile: the A tile then the B tile.
+#[inline]
 pub const fn stage_bytes(bn: u32, bm: u32) -> u32 {
     a_bytes(bm) + b_bytes(bn)
 }
 
 /// Pipeline depth for a (bm, bn) tile: as many stages as fit, at most MAX_STAGES.
+#[inline]
 pub const fn stages(bn: u32, bm: u32) -> u32 {
     let s = STAGE_AREA / stage_bytes(bn, bm);
     if s > MAX_STAGES {

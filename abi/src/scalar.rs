@@ -17,18 +17,21 @@ pub const QUAD: u32 = 4;
 /// Row pitch, in f32, of a staged operand tile of `rows` rows (M or N) per k: 4 extra words
 /// put consecutive k rows 4 banks apart, so the transposed stores of k-contiguous quads
 /// spread over the banks.
-pub(crate) const fn pitch(rows: u32) -> u32 {
+#[inline]
+pub const fn pitch(rows: u32) -> u32 {
     rows + 4
 }
 
 /// Bytes of one staged operand tile: (bk, pitch(rows)) f32.
-pub(crate) const fn tile_bytes(rows: u32, bk: u32) -> u32 {
+#[inline]
+pub const fn tile_bytes(rows: u32, bk: u32) -> u32 {
     bk * pitch(rows) * 4
 }
 
 /// Dynamic shared memory of a block with `bn`-column tiles staged `bk` k at a time: two
 /// stages (double buffering), each the A tile then the B tile.
-pub(crate) const fn smem_bytes(bn: u32, bk: u32) -> u32 {
+#[inline]
+pub const fn smem_bytes(bn: u32, bk: u32) -> u32 {
     2 * (tile_bytes(BM, bk) + tile_bytes(bn, bk))
 }
 
@@ -45,7 +48,7 @@ pub mod wide {
     /// with 64 accumulators in 128 registers: on sm_80 in most entries, on sm_90 in f32's.
     pub const STEPS: u32 = 2;
     /// K steps per trip in the sm90a module's `_sm90` entries, which sm_90 assembles without
-    /// spills at eight: the 16-bit types since session 8 (bf16 4096³ on the H200 41.5 → 43.8
+    /// spills at eight: the 16-bit types since version 3 (bf16 4096³ on the H200 41.5 → 43.8
     /// TFLOP/s), f32 since its cursors (`mainloop`) freed registers (4096³ 44.3 → 46.5;
     /// docs/perf-notes.md, "Scalar tier", versions 3 and 5).
     pub const STEPS_SM90: u32 = 8;
@@ -74,7 +77,8 @@ pub mod narrow {
 
 /// The checks every tile shape must pass, at compile time (generic, so that no code for it
 /// is ever emitted).
-pub(crate) const fn check<const BN: u32, const BK: u32, const TN: usize>() {
+#[inline]
+pub const fn check<const BN: u32, const BK: u32, const TN: usize>() {
     let (bn, tn) = (BN, TN);
     assert!(
         bn == THREADS_N * tn as u32,

@@ -1,8 +1,7 @@
 //! Kernel parameters, passed by value as one `#[repr(C)]` struct.
 //!
-//! This file is compiled twice: into the device crate, and into the host crate (through
-//! `#[path]`), so both sides agree on the layout by construction. It must stay plain data
-//! with no dependencies.
+//! The device crate (`kernels-gpu`) and the host crate both use these definitions, so both
+//! sides agree on the layout by construction. Plain data with no dependencies.
 
 /// `out_mode`: overwrite C in f32.
 pub const OUT_F32: u32 = 0;

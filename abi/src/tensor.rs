@@ -1,5 +1,5 @@
-//! Tile shape of the tensor-core kernels (mma.sync path). Plain constants: the host includes
-//! this file too (`host/src/cuda/kernel_abi.rs`), so launch sizes cannot drift.
+//! Tile shape of the tensor-core kernels (mma.sync path). Plain constants, shared by
+//! the kernels and the host's launcher, so launch sizes cannot drift.
 
 /// Output rows per block tile.
 pub const BM: u32 = 128;
@@ -44,6 +44,7 @@ pub const CHUNKS_PER_THREAD: usize = (CHUNKS / THREADS) as usize;
 /// every operand's leading dimension and batch stride.
 pub const CHUNK_ELEMS: u32 = 8;
 
+#[inline]
 const fn max(a: u32, b: u32) -> u32 {
     if a > b {
         a
