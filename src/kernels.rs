@@ -18,12 +18,17 @@ pub const PTXAS_VERSION: &str = env!("SGEMM_BI_PTXAS_VERSION");
 
 /// A module's PTX text, decompressed.
 pub fn ptx_text(module: &ModuleImages) -> String {
-    let bytes = zstd::decode_all(module.ptx.zstd).expect("the embedded PTX decompresses");
+    let bytes = module.ptx.to_vec().expect("the embedded PTX decompresses");
     String::from_utf8(bytes).expect("PTX is ASCII")
 }
 
 /// A module's machine code for `arch` (e.g. `"sm_90a"`), decompressed, if embedded.
 pub fn cubin(module: &ModuleImages, arch: &str) -> Option<Vec<u8>> {
     let cubin = module.cubins.iter().find(|c| c.arch == arch)?;
-    Some(zstd::decode_all(cubin.image.zstd).expect("the embedded cubin decompresses"))
+    Some(
+        cubin
+            .image
+            .to_vec()
+            .expect("the embedded cubin decompresses"),
+    )
 }

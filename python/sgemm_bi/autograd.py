@@ -87,13 +87,8 @@ class Gemm(torch.autograd.Function):
         out = torch.empty(plan.shape, dtype=plan.dtype, device=a.device)
         _plan.launch(plan, a, b, bias, out)
         # setup_context's work, with the layouts from the plan (is_col_major of each).
-        need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        ctx.save_for_backward(a if need_b else None, b if need_a else None)
+        _save(ctx, a, b, bias, tier, plan.a_col, plan.b_col)
         ctx.a_dim, ctx.b_dim = a.dim(), b.dim()
-        ctx.a_col, ctx.b_col = plan.a_col, plan.b_col
-        ctx.in_dtype = a.dtype
-        ctx.bias_dtype = None if bias is None else bias.dtype
-        ctx.tier = tier
         return out
 
     @staticmethod
@@ -112,12 +107,8 @@ class LinearFn(torch.autograd.Function):
     def forward(ctx, x, weight, bias, tier, plan, shape):  # type: ignore[no-untyped-def, override]
         out = torch.empty(shape, dtype=plan.dtype, device=x.device)
         _plan.launch(plan, x, weight, bias, out)
-        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        ctx.save_for_backward(x if need_w else None, weight if need_x else None)
-        ctx.x_col, ctx.wt_col = plan.a_col, plan.b_col  # of x's rows and of weight.t()
-        ctx.in_dtype = x.dtype
-        ctx.bias_dtype = None if bias is None else bias.dtype
-        ctx.tier = tier
+        # The layouts of x's rows and of weight.t(), as the plan reads them.
+        _save(ctx, x, weight, bias, tier, plan.a_col, plan.b_col)
         return out
 
     @staticmethod
@@ -128,10 +119,10 @@ class LinearFn(torch.autograd.Function):
         g2 = g.reshape(-1, g.shape[-1])
         dx = dw = dbias = None
         if ctx.needs_input_grad[0]:
-            dx = _grad_a(g2, w.t(), 2, ctx.x_col, tier).reshape(grad.shape[:-1] + w.shape[1:])
+            dx = _grad_a(g2, w.t(), 2, ctx.a_col, tier).reshape(grad.shape[:-1] + w.shape[1:])
         if ctx.needs_input_grad[1]:
             x2 = x.reshape(-1, x.shape[-1])
-            dw = _grad_b(x2, g2, 2, ctx.wt_col, tier).t()  # d(weight.t()), transposed back
+            dw = _grad_b(x2, g2, 2, ctx.b_col, tier).t()  # d(weight.t()), transposed back
         if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
             dbias = bias_grad(grad, ctx.bias_dtype)
         return dx, dw, dbias, None, None, None
@@ -178,18 +169,25 @@ def _grad_b(a: Tensor, g: Tensor, b_dim: int, b_col: bool, tier: str) -> Tensor:
     return _mm(a.transpose(-1, -2), g, tier)
 
 
+def _save(ctx: Any, a: Tensor, b: Tensor, bias: Optional[Tensor], tier: str, a_col: bool,
+          b_col: bool) -> None:
+    """What every backward here needs: an operand only where the other one's gradient is
+    asked for, the layouts (a gradient comes back in its input's layout) and the dtypes."""
+    need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    ctx.save_for_backward(a if need_b else None, b if need_a else None)
+    ctx.a_col, ctx.b_col = a_col, b_col
+    ctx.in_dtype = a.dtype
+    ctx.bias_dtype = None if bias is None else bias.dtype
+    ctx.tier = tier
+
+
 def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
     """What the backward needs: an operand only where the other one's gradient is asked
     for, the layouts (a gradient comes back in its input's layout) and the dtypes."""
     a, b, bias, tier, out_dtype = inputs
     need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-    ctx.save_for_backward(a if need_b else None, b if need_a else None)
+    _save(ctx, a, b, bias, tier, need_a and is_col_major(a), need_b and is_col_major(b))
     ctx.a_dim, ctx.b_dim = a.dim(), b.dim()
-    ctx.a_col = need_a and is_col_major(a)
-    ctx.b_col = need_b and is_col_major(b)
-    ctx.in_dtype = a.dtype
-    ctx.bias_dtype = None if bias is None else bias.dtype
-    ctx.tier = tier
 
 
 def backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], ...]:

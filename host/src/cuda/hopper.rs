@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 
 use super::kernel_abi::gemm_params;
 use super::modules::{Lazy, ModuleLoader};
@@ -399,24 +399,8 @@ impl HopperKernels {
         slot: &Lazy<sys::CUfunction>,
         name: impl FnOnce() -> String,
     ) -> Result<sys::CUfunction> {
-        slot.get_or_try(|| {
-            let name = name();
-            let f = self.module.function(&name)?;
-            // SAFETY: `f` is a function of a loaded module, the context is current.
-            unsafe {
-                result::function::set_function_attribute(
-                    f,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    SMEM_BYTES as i32,
-                )
-            }
-            .map_err(|e| Error::Driver {
-                call: "cuFuncSetAttribute",
-                message: format!("{name}: {e}"),
-            })?;
-            Ok(f)
-        })
-        .copied()
+        slot.get_or_try(|| self.module.function_with_smem(&name(), SMEM_BYTES))
+            .copied()
     }
 
     /// Launches `g` on the Hopper path (with the ping-pong consumers on every 128-row tile

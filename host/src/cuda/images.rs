@@ -44,6 +44,13 @@ impl Compressed {
     }
 }
 
+impl Compressed {
+    /// The image, decompressed (for readers of the embedded images: tests, tools).
+    pub fn to_vec(&self) -> Result<Vec<u8>> {
+        Ok(self.decompress()?.as_bytes().to_vec())
+    }
+}
+
 fn corrupt(message: String) -> Error {
     Error::Driver {
         call: "zstd",

@@ -10,12 +10,12 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 
 use super::kernel_abi::{gemm_params, launch};
 use super::modules::{Lazy, ModuleLoader};
 use super::scalar::{layout_suffix, LAYOUTS};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::types::{DType, Gemm, GemmPointers, Layout, Operand};
 use sgemm_bi_abi::tensor::{BM, BN, CHUNK_ELEMS, MMA_K, SMEM_BYTES, THREADS};
 
@@ -157,21 +157,8 @@ impl TensorKernels {
         let (d, l, o) = index(plan);
         self.functions[d][l][o]
             .get_or_try(|| {
-                let name = plan.entry_name();
-                let f = self.module.function(&name)?;
-                // SAFETY: `f` is a function of a loaded module, the context is current.
-                unsafe {
-                    result::function::set_function_attribute(
-                        f,
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        SMEM_BYTES as i32,
-                    )
-                }
-                .map_err(|e| Error::Driver {
-                    call: "cuFuncSetAttribute",
-                    message: format!("{name}: {e}"),
-                })?;
-                Ok(f)
+                self.module
+                    .function_with_smem(&plan.entry_name(), SMEM_BYTES)
             })
             .copied()
     }
