@@ -69,9 +69,10 @@ def per_call_us(fn: Callable[[], object], device: torch.device, calls: int,
     return statistics.median(times)
 
 
-def under_mode(fn: Callable[[], object]) -> Callable[[], object]:
-    """``fn`` with the mode on: enable() before the loop, disable() after (see run)."""
-    fn.under_mode = True  # type: ignore[attr-defined]
+def under_mode(fn: Callable[[], object], **options: str) -> Callable[[], object]:
+    """``fn`` with the mode on: ``enable(**options)`` before the loop, disable() after (see
+    main)."""
+    fn.under_mode = options  # type: ignore[attr-defined]
     return fn
 
 
@@ -130,6 +131,8 @@ def rows_for(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device,
         ("a + c, mode", under_mode(lambda: a_small + c_small), "a + c 64x64 f32"),
         ("nn.Linear fwd+bwd", fwd_bwd(layer), None),
         ("nn.Linear fwd+bwd, mode", under_mode(fwd_bwd(layer)), "nn.Linear fwd+bwd"),
+        ("nn.Linear fwd+bwd, bias_grad=engine", under_mode(fwd_bwd(layer), bias_grad="engine"),
+         "nn.Linear fwd+bwd"),
         ("sgemm_bi.Linear fwd+bwd", fwd_bwd(bi_layer), "nn.Linear fwd+bwd"),
     ]
 
@@ -172,22 +175,22 @@ def main() -> None:
           f"torch threads {torch.get_num_threads()}, engine threads "
           f"{os.environ.get('RAYON_NUM_THREADS', 'default')}")
     print()
-    print(f"| {'shape MxKxN':<16} | {'call':<26} | {'µs/call':>9} | {'vs':<20} | {'ratio':>6} |")
-    print(f"|{'-' * 18}|{'-' * 28}|{'-' * 11}|{'-' * 22}|{'-' * 8}|")
+    print(f"| {'shape MxKxN':<16} | {'call':<36} | {'µs/call':>9} | {'vs':<20} | {'ratio':>6} |")
+    print(f"|{'-' * 18}|{'-' * 38}|{'-' * 11}|{'-' * 22}|{'-' * 8}|")
     for m, k, n in shapes:
         results: dict[str, float] = {}
         for row, fn, base in rows_for(m, k, n, dtype, device):
-            mode = getattr(fn, "under_mode", False)
-            if mode:
-                sgemm_bi.enable()
+            mode = getattr(fn, "under_mode", None)
+            if mode is not None:
+                sgemm_bi.enable(**mode)
             try:
                 us = per_call_us(fn, device, calls, repeats)
             finally:
-                if mode:
+                if mode is not None:
                     sgemm_bi.disable()
             results[row] = us
             ratio = f"{us / results[base]:.2f}x" if base else ""
-            print(f"| {f'{m}x{k}x{n}':<16} | {row:<26} | {us:9.1f} | {base or '':<20} | "
+            print(f"| {f'{m}x{k}x{n}':<16} | {row:<36} | {us:9.1f} | {base or '':<20} | "
                   f"{ratio:>6} |", flush=True)
 
 

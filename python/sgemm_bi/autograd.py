@@ -41,7 +41,7 @@ from torch import Tensor
 from . import plan as _plan
 from .plan import is_col_major
 
-__all__ = ["gemm", "gemm_accumulate_", "Gemm", "LinearFn", "bias_grad", "plain"]
+__all__ = ["gemm", "gemm_accumulate_", "Gemm", "LinearFn", "bias_grad", "ones_row", "plain"]
 
 _PLAIN = (Tensor, torch.nn.Parameter)
 _is_compiling = torch.compiler.is_compiling
@@ -128,13 +128,43 @@ class LinearFn(torch.autograd.Function):
         return dx, dw, dbias, None, None, None
 
 
+_ONES_MAX = 64
+_ones: dict[tuple[Any, ...], Tensor] = {}
+_capturing = torch.cuda.is_current_stream_capturing
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def ones_row(rows: int, like: Tensor) -> Tensor:
+    """A ``[1, rows]`` tensor of ones of ``like``'s dtype and device, kept per (rows, dtype,
+    device, stream) for plain tensors: a bias gradient is ``onesᵀ · dY``, and a fresh
+    ``torch.ones`` cost 8 µs of host time a call on the H200 (docs/perf-notes.md). Never
+    written to. A fresh one when ``like`` is not a plain tensor or torch is tracing (a kept
+    fake or functional tensor would leak into real calls), and while a CUDA graph is being
+    captured (the fill would exist only in the graph); kept per stream so that no stream
+    reads it before the fill queued on another has run."""
+    dtype, device = like.dtype, like.device
+    cuda = device.type == "cuda"
+    if type(like) not in _PLAIN or _is_compiling() or (cuda and _capturing()):
+        return torch.ones((1, rows), dtype=dtype, device=device)
+    stream = None
+    if cuda and _raw_stream is not None:
+        stream = _raw_stream(device.index if device.index is not None
+                             else torch.cuda.current_device())
+    key = (rows, dtype, device, stream)
+    t = _ones.get(key)
+    if t is None:
+        if len(_ones) >= _ONES_MAX:
+            _ones.clear()
+        t = _ones[key] = torch.ones((1, rows), dtype=dtype, device=device)
+    return t
+
+
 def bias_grad(grad: Tensor, dtype: torch.dtype) -> Tensor:
     """``dbias = onesᵀ · grad`` over every row of ``grad`` (``[..., N]``), in ``dtype``: one
     f32 chain per column in ascending row order on the scalar tier, rounded once."""
     n = grad.shape[-1]
     g2 = grad.reshape(-1, n)
-    ones = torch.ones((1, g2.shape[0]), dtype=g2.dtype, device=g2.device)
-    return gemm(ones, g2, None, "scalar", dtype).reshape(n)
+    return gemm(ones_row(g2.shape[0], g2), g2, None, "scalar", dtype).reshape(n)
 
 
 def _mm(a: Tensor, b: Tensor, tier: str) -> Tensor:

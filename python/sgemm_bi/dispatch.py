@@ -12,12 +12,21 @@ takes):
   with a bias-shaped ``input`` (a row vector broadcast over the rows) and ``beta = alpha =
   1`` pass it to the engine as the bias; otherwise the product is computed in f32 and
   ``beta·input + alpha·product`` is rounded once to the output dtype.
-* ``linear`` on ``AutogradCPU`` and ``AutogradCUDA``, which sends ``F.linear``
-  (``nn.Linear``'s forward) to :func:`sgemm_bi.linear`, so the bias gradient of every linear
-  layer is the engine's fixed-order column sum too. With the mode on, an ``nn.Linear``
-  computes exactly the bits of ``sgemm_bi.Linear``. (Under ``torch.inference_mode`` there is
-  no autograd key: ``linear`` decomposes into ``addmm`` with the bias, which takes the bias
-  path above — the same bits.)
+* torch's own autograd: ``F.linear`` / ``nn.Linear`` decompose into ``addmm`` (2-D inputs,
+  and contiguous N-D ones folded to rows) or ``matmul`` + ``add``, and their backward
+  formulas call ``mm`` for dX and dW, so forward, dX and dW are the engine's, with the bits
+  of :func:`sgemm_bi.linear` wherever torch folds the bias into ``addmm``. The bias gradient
+  is torch's reduction of dY over the rows (``sum``): deterministic on each device, but not
+  the engine's fixed-order column sum, so it differs between the CPU and a GPU.
+* with ``bias_grad="engine"``, also ``linear`` on ``AutogradCPU`` and ``AutogradCUDA``,
+  which sends ``F.linear`` to :func:`sgemm_bi.linear`: the bias gradient is then the
+  engine's column sum (one f32 chain per column in ascending row order), the same bits on
+  the CPU and on every GPU, and an ``nn.Linear`` computes exactly the bits of
+  ``sgemm_bi.Linear``. It costs a Python autograd function per ``F.linear`` call (10–20 µs
+  of host time a call on the H200, docs/perf-notes.md); use it where a model with biases
+  must train to the same bits on the CPU and on a GPU. (Under ``torch.inference_mode``
+  there is no autograd key: ``linear`` decomposes into ``addmm`` with the bias, which takes
+  the bias path above — the same bits.)
 
 Ops the mode does not register run exactly as without it and cost nothing more: there is no
 Python on their path. (In 0.2.0 and before, the mode was a ``TorchDispatchMode`` plus a
@@ -40,7 +49,7 @@ ops compute in the autocast dtype exactly as torch's would.
 modes, used in 0.2.0 and before, were per thread). While any ``enable()`` or ``mode()`` is
 active, the matmuls of every thread are routed, with the tier of the innermost active one:
 the most recently entered ``mode()`` or ``enable()`` call that has not been exited or
-disabled. ``mode()`` blocks nest and may be entered from several threads; each exit removes
+disabled, and its ``bias_grad`` (switching it re-registers the kernels). ``mode()`` blocks nest and may be entered from several threads; each exit removes
 its own entry. ``enable()`` holds one entry (calling it again replaces its tier in place),
 which ``disable()`` removes; ``disable()`` does not end ``mode()`` blocks. When the last
 entry goes, the registrations are destroyed and torch's kernels are back. Changes are made
@@ -70,41 +79,58 @@ from .checks import TIER_DEFAULT, pick_tier
 __all__ = ["enable", "disable", "mode", "is_enabled", "active_tier"]
 
 
+BIAS_GRADS = ("torch", "engine")
+
+
+def _bias_grad(value: str) -> str:
+    if value not in BIAS_GRADS:
+        raise ValueError(f"bias_grad must be 'torch' or 'engine', not {value!r}")
+    return value
+
+
 class _Entry:
-    """One active ``enable()`` or ``mode()``, with its tier."""
+    """One active ``enable()`` or ``mode()``, with its tier and bias gradient."""
 
-    __slots__ = ("tier",)
+    __slots__ = ("tier", "bias_grad")
 
-    def __init__(self, tier: str) -> None:
+    def __init__(self, tier: str, bias_grad: str) -> None:
         self.tier = tier
+        self.bias_grad = bias_grad
 
 
 _lock = threading.RLock()
 _entries: list[_Entry] = []  # the active ones, oldest first; the last one's tier is used
 _enabled: Optional[_Entry] = None  # enable()'s entry
 _library: Optional[torch.library.Library] = None
+_library_linear = False  # whether _library holds the linear kernels (bias_grad="engine")
 
 
 def _update() -> None:
     """Makes the registrations and the routes' tier match ``_entries`` (under ``_lock``)."""
-    global _library
+    global _library, _library_linear
     if _entries:
         routes.tier = _entries[-1].tier
+        linear = _entries[-1].bias_grad == "engine"
+        if _library is not None and _library_linear != linear:
+            lib, _library = _library, None
+            lib._destroy()
         if _library is None:
-            _library = _install()
+            _library = _install(linear)
+            _library_linear = linear
     elif _library is not None:
         lib, _library = _library, None
         lib._destroy()  # unregisters every kernel: torch's own are back
         routes.tier = "auto"
 
 
-def _install() -> torch.library.Library:
+def _install(linear: bool) -> torch.library.Library:
     if not hasattr(torch.library, "get_kernel"):
         raise RuntimeError(
             f"sgemm_bi.mode() needs torch 2.9 or later (torch.library.get_kernel); this is "
             f"torch {torch.__version__}. sgemm_bi.linear / matmul / Linear work on it."
         )
-    kernels = routes.kernels()  # torch's kernels fetched before any of ours is registered
+    # torch's kernels, fetched before any of ours is registered.
+    kernels = routes.kernels(linear=linear)
     lib = torch.library.Library("aten", "IMPL")
     try:
         with warnings.catch_warnings():
@@ -119,18 +145,23 @@ def _install() -> torch.library.Library:
     return lib
 
 
-def enable(tier: str = TIER_DEFAULT, *, tensor_cores: Optional[bool] = None) -> None:
+def enable(tier: str = TIER_DEFAULT, *, tensor_cores: Optional[bool] = None,
+           bias_grad: str = "torch") -> None:
     """Routes every matmul of the process through the engine until :func:`disable` (see the
     module documentation for what is routed, and for how it combines with :func:`mode`).
-    Calling it again replaces the tier. ``tensor_cores=True``/``False`` is sgemm-bi 0.1's
-    spelling of ``tier="tensor_cores"``/``"scalar"`` (not together with ``tier``)."""
+    Calling it again replaces the tier and ``bias_grad``. ``tensor_cores=True``/``False`` is
+    sgemm-bi 0.1's spelling of ``tier="tensor_cores"``/``"scalar"`` (not together with
+    ``tier``). ``bias_grad="engine"`` makes the bias gradients of ``F.linear`` the engine's
+    column sums (see the module documentation); ``"torch"`` leaves them torch's."""
     global _enabled
     tier = pick_tier(tier, tensor_cores)
+    bias_grad = _bias_grad(bias_grad)
     with _lock:
         if _enabled is not None:
             _enabled.tier = tier
+            _enabled.bias_grad = bias_grad
         else:
-            _enabled = _Entry(tier)
+            _enabled = _Entry(tier, bias_grad)
             _entries.append(_enabled)
         try:
             _update()
@@ -153,11 +184,13 @@ def disable() -> None:
 
 
 @contextlib.contextmanager
-def mode(tier: str = TIER_DEFAULT, *, tensor_cores: Optional[bool] = None) -> Iterator[None]:
+def mode(tier: str = TIER_DEFAULT, *, tensor_cores: Optional[bool] = None,
+         bias_grad: str = "torch") -> Iterator[None]:
     """``with sgemm_bi.mode(tier):`` — the routing of :func:`enable` for the duration of the
-    block, with this tier while it is the innermost active entry (``tier`` and
-    ``tensor_cores`` as for :func:`enable`). Process-wide: see the module documentation."""
-    entry = _Entry(pick_tier(tier, tensor_cores))
+    block, with this tier and ``bias_grad`` while it is the innermost active entry (``tier``,
+    ``tensor_cores`` and ``bias_grad`` as for :func:`enable`). Process-wide: see the module
+    documentation."""
+    entry = _Entry(pick_tier(tier, tensor_cores), _bias_grad(bias_grad))
     with _lock:
         _entries.append(entry)
         try:

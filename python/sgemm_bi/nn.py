@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 import torch
 from torch import Tensor, nn
 
-from .autograd import gemm, gemm_accumulate_
+from .autograd import gemm, gemm_accumulate_, ones_row
 from .checks import TIER_DEFAULT, check_inputs, pick_tier
 from .functional import _autocast, linear
 
@@ -200,9 +200,9 @@ class _LinearMainGrad(torch.autograd.Function):
             gemm_accumulate_(_main_grad(ctx.w_param), g.t(), x2, tier)
         b = ctx.b_param
         if b is not None and b.requires_grad:
-            ones = torch.ones((1, g.shape[0]), dtype=g.dtype, device=g.device)
             acc = _main_grad(b).view(1, -1)
-            gemm_accumulate_(acc, ones, g, "scalar")  # += onesᵀ · dY
+            # += onesᵀ · dY
+            gemm_accumulate_(acc, ones_row(g.shape[0], g), g, "scalar")
         return dx, None, None, None, None, None
 
 

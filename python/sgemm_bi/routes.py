@@ -9,10 +9,11 @@ engine takes and handing everything else to torch's own kernel.
   ``aten::linear`` decompose into on both devices, what torch's autograd formulas of all of
   them call, and what ``torch.compile``'s generated code calls (``extern_kernels.mm(...,
   out=...)``);
-* on the ``AutogradCPU`` and ``AutogradCUDA`` keys, ``linear`` — ahead of its decomposition
-  into ``addmm``, so that ``F.linear`` / ``nn.Linear`` run :func:`sgemm_bi.linear` and the
-  bias gradient is the engine's fixed-order column sum as well. Autocast's kernel runs
-  before this key, so the operands arrive already cast.
+* with ``bias_grad="engine"`` (:func:`kernels` with ``linear=True``), on the
+  ``AutogradCPU`` and ``AutogradCUDA`` keys, ``linear`` — ahead of its decomposition into
+  ``addmm``, so that ``F.linear`` / ``nn.Linear`` run :func:`sgemm_bi.linear` and the bias
+  gradient is the engine's fixed-order column sum as well. Autocast's kernel runs before
+  this key, so the operands arrive already cast.
 
 A kernel on a backend key runs below autograd (torch's autograd kernel has already recorded
 the op), so the routes call the lean path (:func:`sgemm_bi.plan.run`) with no autograd of
@@ -197,20 +198,23 @@ _OPS: dict[str, tuple[Callable[[int, Any], Callable[..., Any]], int]] = {
 }
 
 
-def kernels() -> list[tuple[str, str, Callable[..., Any]]]:
-    """(op, dispatch key, kernel) for every registration of the mode. Each kernel falls back
+def kernels(linear: bool = False) -> list[tuple[str, str, Callable[..., Any]]]:
+    """(op, dispatch key, kernel) for every registration of the mode; ``linear`` adds the
+    ``linear`` kernels on the autograd keys (``bias_grad="engine"``). Each kernel falls back
     to torch's kernel of its key, fetched now: call this before registering anything, so
     that the fallbacks are torch's own and never one of these."""
     out = []
     for backend, autograd in (("CPU", "AutogradCPU"), ("CUDA", "AutogradCUDA")):
         try:
             theirs = {op: torch.library.get_kernel(f"aten::{op}", backend) for op in _OPS}
-            theirs["linear"] = torch.library.get_kernel("aten::linear", autograd)
+            if linear:
+                theirs["linear"] = torch.library.get_kernel("aten::linear", autograd)
         except RuntimeError:
             # "no kernel for CUDA": a torch built without that backend has no tensors of it
             # to route, so its key gets no kernels of ours either.
             continue
         for op, (make, dims) in _OPS.items():
             out.append((op, backend, make(dims, theirs[op])))
-        out.append(("linear", autograd, _linear_kernel(theirs["linear"])))
+        if linear:
+            out.append(("linear", autograd, _linear_kernel(theirs["linear"])))
     return out

@@ -134,3 +134,21 @@ def test_fp32_grad_accumulation_under_autocast(gen) -> None:
     ones = torch.ones(5, 4, dtype=torch.bfloat16)
     assert_same_bits(lin.weight.main_grad, gemm_ref(ones.T, x.bfloat16(), out_dtype=torch.float32),
                      "main_grad from the autocast (bf16) GEMM")
+
+
+def test_bias_gradients_reuse_one_ones_row_and_never_write_it(gen) -> None:
+    """The ``onesᵀ`` of ``dbias = onesᵀ · dY`` is kept per (rows, dtype, device, stream) and
+    read only: a second gradient of the same row count gets the same tensor, still all
+    ones, and the gradients are the contract's column sums."""
+    from sgemm_bi.autograd import bias_grad, ones_row
+
+    like = torch.zeros(2, dtype=torch.float32)
+    row = ones_row(6, like)
+    assert row is ones_row(6, like)
+    assert row.shape == (1, 6) and row.dtype == torch.float32 and bool((row == 1).all())
+    assert ones_row(6, like.to(torch.bfloat16)) is not row
+    for _ in range(2):
+        dy = rand((2, 3, 5), torch.float32, gen)
+        assert_same_bits(bias_grad(dy, torch.float32), colsum_ref(dy.reshape(6, 5),
+                                                                  torch.float32), "dbias")
+    assert bool((row == 1).all())

@@ -114,12 +114,12 @@ def test_a_model_forward_and_backward(launches, gen) -> None:
     assert len(launches) >= n_fwd * 3, "forward and backward GEMMs all ran on the engine"
 
 
-def test_nn_linear_under_the_mode_is_sgemm_bi_linear(gen) -> None:
-    """Forward and every gradient, the bias's included, bit for bit."""
+def test_nn_linear_under_the_mode_with_engine_bias_grads_is_sgemm_bi_linear(gen) -> None:
+    """bias_grad="engine": forward and every gradient, the bias's included, bit for bit."""
     torch.manual_seed(0)
     layer = nn.Linear(6, 4)
     x, dy = rand((2, 5, 6), torch.float32, gen), rand((2, 5, 4), torch.float32, gen)
-    with sgemm_bi.mode(tier="scalar"):
+    with sgemm_bi.mode(tier="scalar", bias_grad="engine"):
         layer(x).backward(dy)
     grads = (layer.weight.grad.clone(), layer.bias.grad.clone())
     layer.zero_grad()
@@ -127,6 +127,66 @@ def test_nn_linear_under_the_mode_is_sgemm_bi_linear(gen) -> None:
     assert_same_bits(grads[0], layer.weight.grad, "dW")
     assert_same_bits(grads[1], layer.bias.grad, "dbias")
     assert_same_bits(grads[1], colsum_ref(dy.reshape(10, 4), torch.float32), "dbias contract")
+
+
+def test_nn_linear_under_the_mode_has_engine_products_and_torch_s_bias_gradient(
+        launches, gen) -> None:
+    """The default (bias_grad="torch"): forward, dX and dW are the engine's bits (those of
+    sgemm_bi.Linear), the bias gradient is torch's own reduction, bit for bit what torch
+    gives without the mode; no Python runs at the autograd key."""
+    torch.manual_seed(0)
+    layer = nn.Linear(6, 4)
+    x = rand((2, 5, 6), torch.float32, gen).requires_grad_()
+    dy = rand((2, 5, 4), torch.float32, gen)
+    layer(x).backward(dy)
+    torch_dbias = layer.bias.grad.clone()
+    layer.zero_grad()
+    x.grad = None
+    with sgemm_bi.mode(tier="scalar"):
+        y = layer(x)
+        y.backward(dy)
+    assert len(launches) == 3, "forward, dX and dW on the engine; the bias's sum is torch's"
+    got = [t.grad.clone() for t in (x, layer.weight, layer.bias)]
+    layer.zero_grad()
+    x.grad = None
+    ref = sgemm_bi.Linear.from_torch(layer, tier="scalar")(x)
+    ref.backward(dy)
+    assert_same_bits(y, ref, "forward")
+    assert_same_bits(got[0], x.grad, "dX")
+    assert_same_bits(got[1], layer.weight.grad, "dW")
+    assert_same_bits(got[2], torch_dbias, "dbias is torch's")
+
+
+def test_bias_grad_must_be_torch_or_engine() -> None:
+    with pytest.raises(ValueError, match="bias_grad must be 'torch' or 'engine'"):
+        with sgemm_bi.mode(bias_grad="cublas"):
+            pass
+    with pytest.raises(ValueError, match="bias_grad"):
+        sgemm_bi.enable(bias_grad="")
+    assert not sgemm_bi.is_enabled()
+
+
+def test_the_innermost_mode_s_bias_grad_decides(gen) -> None:
+    """Nested blocks with different bias_grad re-register the kernels on entry and on exit:
+    the engine's column sum inside the "engine" block, torch's sum around it."""
+    torch.manual_seed(0)
+    layer = nn.Linear(6, 4)
+    x, dy = rand((7, 6), torch.float32, gen), rand((7, 4), torch.float32, gen)
+    want_engine = colsum_ref(dy, torch.float32)
+    layer(x).backward(dy)
+    want_torch = layer.bias.grad.clone()
+
+    def dbias() -> torch.Tensor:
+        layer.zero_grad()
+        layer(x).backward(dy)
+        return layer.bias.grad.clone()
+
+    with sgemm_bi.mode("scalar"):
+        assert_same_bits(dbias(), want_torch, "outer torch block")
+        with sgemm_bi.mode("scalar", bias_grad="engine"):
+            assert_same_bits(dbias(), want_engine, "inner engine block")
+        assert_same_bits(dbias(), want_torch, "back in the torch block")
+    assert not sgemm_bi.is_enabled()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
