@@ -263,16 +263,30 @@ impl Problem {
     /// graph replayed `replays` times (each replay overwrites or accumulates into C like a
     /// call; the tests use overwrite modes). Synchronized before returning.
     pub fn in_cuda_graph(&self, gpu: &Engine, stream: &RawStream, replays: usize) -> HostBuf {
+        self.in_cuda_graph_with(
+            gpu,
+            stream,
+            replays,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+    }
+
+    /// [`Problem::in_cuda_graph`] with the capture begun in `mode` (torch captures in
+    /// `GLOBAL` mode, where the driver refuses more calls during the capture).
+    pub fn in_cuda_graph_with(
+        &self,
+        gpu: &Engine,
+        stream: &RawStream,
+        replays: usize,
+        mode: sys::CUstreamCaptureMode,
+    ) -> HostBuf {
         let dev = OnDevice::new(self);
         // SAFETY: driver calls on a live stream; the buffers span the validated extents and
         // outlive the graph's replays, which are synchronized before C is read.
         unsafe {
-            sys::cuStreamBeginCapture_v2(
-                stream.0,
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-            )
-            .result()
-            .expect("cuStreamBeginCapture");
+            sys::cuStreamBeginCapture_v2(stream.0, mode)
+                .result()
+                .expect("cuStreamBeginCapture");
             gpu.gemm(&self.g, dev.pointers(), stream.handle())
                 .expect("GPU gemm under capture");
             let mut graph = std::ptr::null_mut();

@@ -34,12 +34,52 @@ impl<T> Lazy<T> {
     /// The value, computed by `init` if this is the first use. Two threads may both run
     /// `init` the first time; one result is kept (both are the same function of the same
     /// module, so either is right).
+    ///
+    /// `init` runs with this thread's stream-capture mode relaxed ([`RelaxedCapture`]): a
+    /// call's first use of a kernel may come while a stream is being captured into a CUDA
+    /// graph, and loading a module, looking up a function or asking its occupancy is then
+    /// a call the driver refuses under the default (global) capture mode, which
+    /// invalidates the capture. None of these calls enqueues work, so none belongs in the
+    /// graph.
     pub(crate) fn get_or_try(&self, init: impl FnOnce() -> Result<T>) -> Result<&T> {
         if let Some(v) = self.0.get() {
             return Ok(v);
         }
-        let v = init()?;
+        let v = {
+            let _relaxed = RelaxedCapture::new();
+            init()?
+        };
         Ok(self.0.get_or_init(|| v))
+    }
+}
+
+/// This thread's stream-capture interaction mode set to relaxed for the guard's lifetime
+/// (`cuThreadExchangeStreamCaptureMode`), and the previous mode restored on drop: the
+/// driver then lets this thread make calls that are not stream work, such as loading a
+/// module, while any stream is capturing (what torch does around its own lazy setup).
+struct RelaxedCapture {
+    previous: Option<sys::CUstreamCaptureMode>,
+}
+
+impl RelaxedCapture {
+    fn new() -> Self {
+        let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: `mode` is a valid, writable CUstreamCaptureMode; the call only swaps this
+        // thread's mode with it. Failure (no driver) leaves the mode as it was.
+        let ok = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }
+            == sys::CUresult::CUDA_SUCCESS;
+        RelaxedCapture {
+            previous: ok.then_some(mode),
+        }
+    }
+}
+
+impl Drop for RelaxedCapture {
+    fn drop(&mut self) {
+        if let Some(mut mode) = self.previous {
+            // SAFETY: as in `new`; this puts back the mode `new` took out.
+            unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
+        }
     }
 }
 
