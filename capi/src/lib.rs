@@ -27,6 +27,8 @@ mod engine;
 mod status;
 #[cfg(test)]
 mod tests;
+#[cfg(target_os = "linux")]
+mod torch;
 
 use std::ffi::c_char;
 

@@ -28,6 +28,14 @@ takes):
   there is no autograd key: ``linear`` decomposes into ``addmm`` with the bias, which takes
   the bias path above — the same bits.)
 
+**Native kernels.** On Linux, ``mm`` and ``bmm`` on the ``CPU`` key are registered by
+``libsgemm_bi`` itself through torch's stable C ABI (:mod:`sgemm_bi.native`), so a routed
+CPU matmul runs no Python: the same bits, torch's own kernel and error messages for what
+the engine does not take (any engine error raises ``RuntimeError``). Not for
+``tier="tensor_cores"``, whose f32 calls raise the typed
+:class:`~sgemm_bi.errors.UnsupportedDtypeError` from the Python routes, and not with
+``SGEMM_BI_NATIVE=0``. The ``CUDA`` key's kernels are still the Python routes.
+
 Ops the mode does not register run exactly as without it and cost nothing more: there is no
 Python on their path. (In 0.2.0 and before, the mode was a ``TorchDispatchMode`` plus a
 ``TorchFunctionMode``, which saw every op: about 2x the cost of a small unrouted op, and
@@ -73,7 +81,7 @@ from typing import Iterator, Optional
 
 import torch
 
-from . import routes
+from . import native, routes
 from .checks import TIER_DEFAULT, pick_tier
 
 __all__ = ["enable", "disable", "mode", "is_enabled", "active_tier"]
@@ -105,25 +113,41 @@ _library: Optional[torch.library.Library] = None
 _library_linear = False  # whether _library holds the linear kernels (bias_grad="engine")
 
 
+_native = False  # whether the native CPU kernels of mm and bmm are installed
+
+
 def _update() -> None:
     """Makes the registrations and the routes' tier match ``_entries`` (under ``_lock``)."""
-    global _library, _library_linear
+    global _library, _library_linear, _native
     if _entries:
-        routes.tier = _entries[-1].tier
+        tier = _entries[-1].tier
+        routes.tier = tier
         linear = _entries[-1].bias_grad == "engine"
-        if _library is not None and _library_linear != linear:
+        # Native CPU kernels raise a RuntimeError for what the engine refuses; the one
+        # refusal a valid call can meet on the CPU is an f32 call on the tensor-core tier,
+        # whose typed error (UnsupportedDtypeError) the Python routes keep.
+        use_native = tier != "tensor_cores" and native.available()
+        if _library is not None and (_library_linear, _native) != (linear, use_native):
             lib, _library = _library, None
             lib._destroy()
+            if _native and not use_native:
+                native.uninstall()
         if _library is None:
-            _library = _install(linear)
+            _library = _install(linear, native_cpu=use_native)
             _library_linear = linear
+            _native = use_native
+        if _native:
+            native.install(tier)  # the first time registers; later only sets the tier
     elif _library is not None:
         lib, _library = _library, None
         lib._destroy()  # unregisters every kernel: torch's own are back
+        if _native:
+            native.uninstall()
+            _native = False
         routes.tier = "auto"
 
 
-def _install(linear: bool) -> torch.library.Library:
+def _install(linear: bool, native_cpu: bool = False) -> torch.library.Library:
     if not hasattr(torch.library, "get_kernel"):
         raise RuntimeError(
             f"sgemm_bi.mode() needs torch 2.9 or later (torch.library.get_kernel); this is "
@@ -131,6 +155,8 @@ def _install(linear: bool) -> torch.library.Library:
         )
     # torch's kernels, fetched before any of ours is registered.
     kernels = routes.kernels(linear=linear)
+    if native_cpu:  # mm and bmm on the CPU key are native.kernel's
+        kernels = [k for k in kernels if not (k[1] == "CPU" and k[0] in ("mm", "bmm"))]
     lib = torch.library.Library("aten", "IMPL")
     try:
         with warnings.catch_warnings():

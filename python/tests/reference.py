@@ -89,3 +89,36 @@ def assert_same_bits(x: Tensor, y: Tensor, what: str = "") -> None:
         bad = int((diff != 0).sum())
         raise AssertionError(f"{what}: {bad} of {x.numel()} elements differ "
                              f"(max |diff| {float(diff.max()):.3e})")
+
+
+class Launches(list):  # type: ignore[type-arg]
+    """The engine launches a test saw: the Python layer's (``sgemm_bi.plan.launch``, recorded
+    by a spy that appends to this list) and the native kernels' (``sgemm_bi.native``,
+    counted by the library), which are added as ``native_entry`` items whenever the list is
+    read."""
+
+    def __init__(self, native_entry: object) -> None:
+        super().__init__()
+        from sgemm_bi import native
+
+        self._calls = native.engine_calls
+        self._entry = native_entry
+        self._seen = self._calls()
+
+    def _sync(self) -> None:
+        now = self._calls()
+        if now > self._seen:
+            super().extend([self._entry] * (now - self._seen))
+            self._seen = now
+
+    def __len__(self) -> int:
+        self._sync()
+        return super().__len__()
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        self._sync()
+        return super().__iter__()
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        self._sync()
+        return super().__getitem__(i)

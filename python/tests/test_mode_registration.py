@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 import torch.nn.functional as F
-from reference import assert_same_bits, gemm_ref, rand
+from reference import Launches, assert_same_bits, gemm_ref, rand
 from torch import nn
 
 import sgemm_bi
@@ -19,7 +19,7 @@ from sgemm_bi import dispatch, plan
 @pytest.fixture
 def launches(monkeypatch) -> list[int]:
     """Counts engine launches (every torch-layer call ends in sgemm_bi.plan.launch)."""
-    seen: list[int] = []
+    seen = Launches(1)
     original = plan.launch
 
     def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -279,3 +279,48 @@ def test_a_backend_torch_was_built_without_gets_no_kernels(monkeypatch, gen) -> 
     a, b = rand((3, 4), torch.float32, gen), rand((4, 2), torch.float32, gen)
     with sgemm_bi.mode("scalar"):
         assert_same_bits(a @ b, gemm_ref(a, b), "CPU key only")
+
+
+@pytest.mark.skipif(not sgemm_bi.native.available(), reason="no native kernels here")
+def test_cpu_mm_and_bmm_run_natively_with_torch_s_fallbacks_and_errors(monkeypatch,
+                                                                       gen) -> None:
+    """On Linux the mode's CPU mm and bmm are libsgemm_bi's own kernels: no Python route
+    runs (plan.launch is never called), the bits are the engine's, other dtypes get
+    torch's kernel, and torch's checks raise torch's errors through the native kernel."""
+    from sgemm_bi import native
+
+    calls: list[int] = []
+    original = plan.launch
+    monkeypatch.setattr(plan, "launch", lambda *a, **k: (calls.append(1), original(*a, **k)))
+    a, b = rand((5, 7), torch.float32, gen), rand((7, 3), torch.float32, gen)
+    a3, b3 = rand((2, 5, 7), torch.bfloat16, gen), rand((2, 7, 3), torch.bfloat16, gen)
+    before = native.engine_calls()
+    with sgemm_bi.mode("scalar"):
+        assert dispatch._native
+        got_mm, got_bmm = a @ b, torch.bmm(a3, b3)
+        got_t = torch.mm(a.t().contiguous().t(), b)  # column-major A, read in place
+        got_f64 = torch.mm(a.double(), b.double())
+        with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied \(5x7 and 5x7\)"):
+            torch.mm(a, a)
+        with pytest.raises(RuntimeError):
+            torch.mm(a, b.double())
+    assert calls == [] and native.engine_calls() - before == 3
+    assert_same_bits(got_mm, gemm_ref(a, b), "mm")
+    assert_same_bits(got_t, gemm_ref(a, b), "mm of a column-major A")
+    for i in range(2):
+        assert_same_bits(got_bmm[i], gemm_ref(a3[i], b3[i]), "bmm")
+    assert_same_bits(got_f64, torch.mm(a.double(), b.double()), "float64: torch's kernel")
+    assert not dispatch._native  # uninstalled with the mode
+
+
+def test_without_native_kernels_the_python_routes_serve_the_cpu(monkeypatch, launches,
+                                                                gen) -> None:
+    """SGEMM_BI_NATIVE=0 (and tier="tensor_cores", whose f32 errors are typed) keep the
+    Python routes on the CPU key: the same bits."""
+    monkeypatch.setenv("SGEMM_BI_NATIVE", "0")
+    a, b = rand((5, 7), torch.float32, gen), rand((7, 3), torch.float32, gen)
+    with sgemm_bi.mode("scalar"):
+        assert not dispatch._native
+        got = a @ b
+    assert_same_bits(got, gemm_ref(a, b), "mm through the Python route")
+    assert len(launches) == 1

@@ -1,0 +1,77 @@
+"""The mode's native kernels: ``aten::mm`` and ``aten::bmm`` on the CPU key registered by
+``libsgemm_bi`` itself through torch's stable C ABI (``capi/src/torch``), so that a routed
+call runs no Python. :mod:`sgemm_bi.dispatch` installs them with the mode where they can be
+(Linux, a libtorch that exports the stable ABI) unless ``SGEMM_BI_NATIVE=0``, and registers
+Python routes for the rest (:mod:`sgemm_bi.routes`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from typing import Optional
+
+import torch
+
+from . import _capi
+
+__all__ = ["install", "uninstall", "available", "engine_calls"]
+
+_TIERS = {"auto": 0, "scalar": 1, "tensor_cores": 2}
+_installed = False
+
+
+def _libtorch_cpu() -> Optional[str]:
+    path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+    return path if os.path.exists(path) else None
+
+
+def available() -> bool:
+    """Whether the native kernels may be installed here."""
+    if os.environ.get("SGEMM_BI_NATIVE") == "0" or not sys.platform.startswith("linux"):
+        return False
+    if _libtorch_cpu() is None:
+        return False
+    try:
+        return hasattr(_capi.library(), "sgemm_bi_torch_install")
+    except Exception:
+        return False
+
+
+def install(tier: str) -> None:
+    """Registers the native kernels (or sets their tier when they are registered)."""
+    global _installed
+    lib = _capi.library()
+    fn = lib.sgemm_bi_torch_install
+    fn.restype = ctypes.c_uint32
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_uint32]
+    path = _libtorch_cpu()
+    assert path is not None
+    status = fn(path.encode(), _TIERS[tier])
+    if status:
+        raise RuntimeError(f"sgemm_bi: the native kernels could not be installed: "
+                           f"{_capi.last_error_message()}")
+    _installed = True
+
+
+def uninstall() -> None:
+    """Removes the native kernels (torch's own are back)."""
+    global _installed
+    if not _installed:
+        return
+    fn = _capi.library().sgemm_bi_torch_uninstall
+    fn.restype = ctypes.c_uint32
+    fn()
+    _installed = False
+
+
+def engine_calls() -> int:
+    """How many calls the native kernels have run on the engine in this process (0 where
+    they are not available)."""
+    try:
+        fn = _capi.library().sgemm_bi_torch_engine_calls
+    except (AttributeError, Exception):
+        return 0
+    fn.restype = ctypes.c_uint64
+    return int(fn())
