@@ -324,3 +324,35 @@ def test_without_native_kernels_the_python_routes_serve_the_cpu(monkeypatch, lau
         got = a @ b
     assert_same_bits(got, gemm_ref(a, b), "mm through the Python route")
     assert len(launches) == 1
+
+
+@pytest.mark.skipif(not sgemm_bi.native.available(), reason="no native kernels here")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_native_kernels_give_the_contract_bits_at_every_shape_and_layout(dtype, gen) -> None:
+    """Empty and one-element shapes, both layouts of each operand, a strided slice (copied:
+    it fits no layout) and a batch broadcast from one matrix (stride 0), all on the
+    native kernels, all the scalar contract's bits."""
+    from sgemm_bi import native
+
+    before = native.engine_calls()
+    cases = 0
+    with sgemm_bi.mode("scalar"):
+        for m, k, n in [(0, 3, 4), (3, 0, 4), (3, 4, 0), (1, 1, 1), (5, 7, 3), (17, 33, 9)]:
+            a, b = rand((m, k), dtype, gen), rand((k, n), dtype, gen)
+            for col_a in (False, True):
+                for col_b in (False, True):
+                    aa = a.t().contiguous().t() if col_a else a
+                    bb = b.t().contiguous().t() if col_b else b
+                    assert_same_bits(aa @ bb, gemm_ref(a, b), f"{m}x{k}x{n} {col_a} {col_b}")
+                    cases += 1
+            if m > 1 and k > 1:
+                sliced = rand((m, 2 * k), dtype, gen)[:, ::2]
+                assert_same_bits(sliced @ b, gemm_ref(sliced.contiguous(), b), "a slice")
+                cases += 1
+            a3 = rand((3, m, k), dtype, gen)
+            b1 = rand((1, k, n), dtype, gen).expand(3, k, n)
+            got = torch.bmm(a3, b1)
+            cases += 1
+            for i in range(3):
+                assert_same_bits(got[i], gemm_ref(a3[i], b1[i].contiguous()), "broadcast B")
+    assert native.engine_calls() - before == cases
