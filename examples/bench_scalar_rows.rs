@@ -10,66 +10,18 @@
 #[path = "common/cublas.rs"]
 #[allow(dead_code)] // shared by the benchmarks; each uses part of it
 mod cublas;
+#[path = "common/device_data.rs"]
+mod device_data;
 
 use std::ffi::c_void;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::result;
+use device_data::{median_ms, random_device};
 use sgemm_bi::{DType, Device, Engine, Gemm, GemmPointers, Layout, Operand, Stream};
 
 const BANDWIDTH: f64 = 4.8e12;
 const FMA_CYCLES: f64 = 4.0;
 const CLOCK_HZ: f64 = 1.98e9;
-
-fn median_us(stream: sys::CUstream, reps: usize, mut f: impl FnMut()) -> f64 {
-    let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
-    let (start, stop) = (
-        result::event::create(flags).unwrap(),
-        result::event::create(flags).unwrap(),
-    );
-    for _ in 0..3 {
-        f();
-    }
-    let mut times: Vec<f64> = (0..reps)
-        .map(|_| {
-            // SAFETY: live events and stream of the current context.
-            unsafe {
-                result::event::record(start, stream).unwrap();
-                f();
-                result::event::record(stop, stream).unwrap();
-                result::event::synchronize(stop).unwrap();
-                result::event::elapsed(start, stop).unwrap() as f64 * 1e3
-            }
-        })
-        .collect();
-    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    times[times.len() / 2]
-}
-
-fn random_device(len: usize, dtype: DType, seed: u64) -> u64 {
-    let mut s = seed;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    };
-    let bytes: Vec<u8> = match dtype {
-        DType::F32 => (0..len).flat_map(|_| next().to_le_bytes()).collect(),
-        DType::BF16 => (0..len)
-            .flat_map(|_| sgemm_bi::bf16::from_f32(next()).to_le_bytes())
-            .collect(),
-        DType::F16 => (0..len)
-            .flat_map(|_| sgemm_bi::f16::from_f32(next()).to_le_bytes())
-            .collect(),
-    };
-    // SAFETY: a fresh allocation of exactly `bytes.len()` bytes in the current context.
-    unsafe {
-        let p = result::malloc_sync(bytes.len().max(1)).unwrap();
-        result::memcpy_htod_sync(p, &bytes).unwrap();
-        result::ctx::synchronize().unwrap();
-        p
-    }
-}
 
 fn main() {
     let engine = match Engine::new(Device::Cuda(0)) {
@@ -119,12 +71,13 @@ fn main() {
                 c: c as *mut c_void,
             };
             // SAFETY: buffers sized for the descriptor, alive until the end of main.
-            let ours = median_us(stream, reps, || unsafe {
-                engine.gemm(&g, p, Stream(stream as *mut c_void)).unwrap()
-            });
+            let ours = 1e3
+                * median_ms(stream, reps, || unsafe {
+                    engine.gemm(&g, p, Stream(stream as *mut c_void)).unwrap()
+                });
             let cublas = if dtype == DType::F32 && !b_col {
                 // SAFETY: buffers sized M×K, K×N, M×N f32.
-                let us = median_us(stream, reps, || unsafe { blas.sgemm(m, n, k, a, b, c) });
+                let us = 1e3 * median_ms(stream, reps, || unsafe { blas.sgemm(m, n, k, a, b, c) });
                 format!("{us:.1}")
             } else {
                 "–".into()

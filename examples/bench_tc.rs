@@ -8,55 +8,14 @@
 #[path = "common/cublas.rs"]
 #[allow(dead_code)] // shared by the benchmarks; each uses part of it
 mod cublas;
+#[path = "common/device_data.rs"]
+mod device_data;
 
 use std::ffi::c_void;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::result;
+use device_data::{median_ms, random_device};
 use sgemm_bi::{DType, Device, Engine, Gemm, GemmPointers, Layout, Stream, TcPath, Tier};
-
-fn median_ms(stream: sys::CUstream, reps: usize, mut f: impl FnMut()) -> f64 {
-    let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
-    let (start, stop) = (
-        result::event::create(flags).unwrap(),
-        result::event::create(flags).unwrap(),
-    );
-    for _ in 0..3 {
-        f();
-    }
-    let mut times: Vec<f64> = (0..reps)
-        .map(|_| {
-            // SAFETY: live events and stream of the current context.
-            unsafe {
-                result::event::record(start, stream).unwrap();
-                f();
-                result::event::record(stop, stream).unwrap();
-                result::event::synchronize(stop).unwrap();
-                result::event::elapsed(start, stop).unwrap() as f64
-            }
-        })
-        .collect();
-    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    times[times.len() / 2]
-}
-
-fn random_bf16(len: usize, seed: u64) -> u64 {
-    let mut s = seed;
-    let bytes: Vec<u8> = (0..len)
-        .flat_map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            sgemm_bi::bf16::from_f32((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5).to_le_bytes()
-        })
-        .collect();
-    // SAFETY: a fresh allocation of exactly `bytes.len()` bytes in the current context.
-    unsafe {
-        let p = result::malloc_sync(bytes.len()).unwrap();
-        result::memcpy_htod_sync(p, &bytes).unwrap();
-        result::ctx::synchronize().unwrap();
-        p
-    }
-}
 
 fn main() {
     let auto = Engine::new(Device::Cuda(0)).expect("bench_tc needs a CUDA GPU");
@@ -81,9 +40,9 @@ fn main() {
         let flops = 2.0 * (m * n * k) as f64;
         let tflops = |ms: f64| flops / (ms * 1e-3) / 1e12;
         let (a, b, c) = (
-            random_bf16(m * k, 1),
-            random_bf16(k * n, 2),
-            random_bf16(m * n, 3),
+            random_device(m * k, DType::BF16, 1),
+            random_device(k * n, DType::BF16, 2),
+            random_device(m * n, DType::BF16, 3),
         );
         // SAFETY: buffers sized M×K, K×N, M×N.
         let blas_ms = median_ms(stream, reps, || unsafe {

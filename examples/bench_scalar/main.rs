@@ -9,76 +9,17 @@
 #[path = "../common/cublas.rs"]
 #[allow(dead_code)] // shared by the benchmarks; each uses part of it
 mod cublas;
+#[path = "../common/device_data.rs"]
+mod device_data;
 
 use std::ffi::c_void;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::result;
+use device_data::{median_ms, random_device};
 use sgemm_bi::{DType, Device, Engine, Gemm, GemmPointers, Stream};
 
 /// Plain f32 FMA peak of an H200 SXM (datasheet), for the floor column.
 const F32_PEAK_TFLOPS: f64 = 67.0;
-
-struct Timer {
-    start: sys::CUevent,
-    stop: sys::CUevent,
-}
-
-impl Timer {
-    fn new() -> Self {
-        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
-        Timer {
-            start: result::event::create(flags).unwrap(),
-            stop: result::event::create(flags).unwrap(),
-        }
-    }
-    /// Median milliseconds of `reps` timed runs of `f` on `stream`, after warm-up.
-    fn median_ms(&self, stream: sys::CUstream, reps: usize, mut f: impl FnMut()) -> f64 {
-        for _ in 0..3 {
-            f();
-        }
-        let mut times: Vec<f64> = (0..reps)
-            .map(|_| {
-                // SAFETY: live events and stream of the current context.
-                unsafe {
-                    result::event::record(self.start, stream).unwrap();
-                    f();
-                    result::event::record(self.stop, stream).unwrap();
-                    result::event::synchronize(self.stop).unwrap();
-                    result::event::elapsed(self.start, self.stop).unwrap() as f64
-                }
-            })
-            .collect();
-        times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        times[times.len() / 2]
-    }
-}
-
-fn random_device(len: usize, dtype: DType, seed: u64) -> u64 {
-    let mut s = seed;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    };
-    let bytes: Vec<u8> = match dtype {
-        DType::F32 => (0..len).flat_map(|_| next().to_le_bytes()).collect(),
-        DType::BF16 => (0..len)
-            .flat_map(|_| sgemm_bi::bf16::from_f32(next()).to_le_bytes())
-            .collect(),
-        DType::F16 => (0..len)
-            .flat_map(|_| sgemm_bi::f16::from_f32(next()).to_le_bytes())
-            .collect(),
-    };
-    // SAFETY: a fresh allocation of exactly `bytes.len()` bytes in the current context.
-    unsafe {
-        let p = result::malloc_sync(bytes.len()).unwrap();
-        result::memcpy_htod_sync(p, &bytes).unwrap();
-        // The benchmark's stream is non-blocking: make sure the upload has landed.
-        result::ctx::synchronize().unwrap();
-        p
-    }
-}
 
 fn main() {
     let engine = match Engine::new(Device::Cuda(0)) {
@@ -92,7 +33,6 @@ fn main() {
         .unwrap_or_else(|e| panic!("cuBLAS not found ({e}); set SGEMM_BI_CUBLAS"));
     let stream = result::stream::create(result::stream::StreamKind::NonBlocking).unwrap();
     blas.set_stream(stream as *mut c_void);
-    let timer = Timer::new();
     let reps: usize = std::env::var("SGEMM_BI_BENCH_REPS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -114,7 +54,7 @@ fn main() {
             random_device(m * n, DType::F32, 3),
         );
         // SAFETY: buffers sized M×K, K×N, M×N f32.
-        let cublas_ms = timer.median_ms(stream, reps, || unsafe {
+        let cublas_ms = median_ms(stream, reps, || unsafe {
             blas.sgemm(m, n, k, a32, b32, c32)
         });
         for dtype in [DType::F32, DType::BF16, DType::F16] {
@@ -135,14 +75,14 @@ fn main() {
                 c: c as *mut c_void,
             };
             // SAFETY: buffers sized for the descriptor, alive until the end of main.
-            let ours_ms = timer.median_ms(stream, reps, || unsafe {
+            let ours_ms = median_ms(stream, reps, || unsafe {
                 engine.gemm(&g, p, Stream(stream as *mut c_void)).unwrap()
             });
             let tc = if dtype == DType::F32 {
                 "–".to_string()
             } else {
                 // SAFETY: as above.
-                let ms = timer.median_ms(stream, reps, || unsafe {
+                let ms = median_ms(stream, reps, || unsafe {
                     blas.gemm_16bit(dtype == DType::BF16, m, n, k, a, b, c)
                 });
                 format!("{:.1}", tflops(ms))

@@ -131,7 +131,6 @@ class LinearFn(torch.autograd.Function):
 _ONES_MAX = 64
 _ones: dict[tuple[Any, ...], Tensor] = {}
 _capturing = torch.cuda.is_current_stream_capturing
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 def ones_row(rows: int, like: Tensor) -> Tensor:
@@ -147,9 +146,9 @@ def ones_row(rows: int, like: Tensor) -> Tensor:
     if type(like) not in _PLAIN or _is_compiling() or (cuda and _capturing()):
         return torch.ones((1, rows), dtype=dtype, device=device)
     stream = None
-    if cuda and _raw_stream is not None:
-        stream = _raw_stream(device.index if device.index is not None
-                             else torch.cuda.current_device())
+    if cuda:
+        stream = _plan._raw_stream(device.index if device.index is not None
+                                   else torch.cuda.current_device())
     key = (rows, dtype, device, stream)
     t = _ones.get(key)
     if t is None:

@@ -229,21 +229,20 @@ def clear() -> None:
 # -- launching -------------------------------------------------------------------------------
 
 _gemm_fn: Any = None
-_raw_stream: Any = None
+# The current stream as an int without building a torch.cuda.Stream (~10x cheaper);
+# torch.cuda.current_stream(i).cuda_stream where the private function is missing.
+_raw_stream: Any = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda i: torch.cuda.current_stream(i).cuda_stream)
 
 
 def _bind() -> Any:
     """``sgemm_bi_gemm`` with plain ``void *`` arguments: a function object of its own, so
     the header mirror's prototype (:data:`sgemm_bi._capi.PROTOTYPES`) stays as it is, and
     the descriptor goes in as the ``byref`` made once per plan."""
-    global _gemm_fn, _raw_stream
+    global _gemm_fn
     fn = _capi.library()["sgemm_bi_gemm"]
     fn.restype = ctypes.c_uint32
     fn.argtypes = [ctypes.c_void_p] * 7
-    # The current stream as an int without building a torch.cuda.Stream (~10x cheaper);
-    # torch.cuda.current_stream(i).cuda_stream where the private function is missing.
-    _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
-        lambda i: torch.cuda.current_stream(i).cuda_stream)
     _gemm_fn = fn
     return fn
 

@@ -77,17 +77,21 @@ impl Natives {
     }
 }
 
-/// What a kernel reads of a tensor.
-struct View {
+/// What a kernel reads of a tensor: its sizes and strides borrowed from torch (no copy on
+/// the hot path), valid while the tensor's handle is held and the tensor is not resized.
+struct View<'t> {
     dtype: i32,
     device_type: i32,
-    sizes: Vec<i64>,
-    strides: Vec<i64>,
+    sizes: &'t [i64],
+    strides: &'t [i64],
     data: *mut c_void,
 }
 
 impl Natives {
-    fn view(&self, t: TensorHandle) -> Result<View, String> {
+    /// # Safety
+    /// `t` is a live handle that outlives `'t`, and nothing resizes its tensor meanwhile
+    /// (the kernel holds its arguments' handles and its own copies until it returns).
+    unsafe fn view<'t>(&self, t: TensorHandle) -> Result<View<'t>, String> {
         let s = &self.shim;
         let (mut dtype, mut device_type, mut dim) = (0, 0, 0i64);
         let (mut sizes, mut strides, mut data) = (
@@ -96,7 +100,7 @@ impl Natives {
             std::ptr::null_mut(),
         );
         // SAFETY: `t` is a live tensor handle; each call writes its out-parameter; sizes and
-        // strides point at `dim` elements owned by the tensor, copied at once.
+        // strides point at `dim` elements owned by the tensor, borrowed for `'t` (contract).
         unsafe {
             let ok = (s.aoti_torch_get_dtype)(t, &mut dtype) == 0
                 && (s.aoti_torch_get_device_type)(t, &mut device_type) == 0
@@ -111,15 +115,17 @@ impl Natives {
             Ok(View {
                 dtype,
                 device_type,
-                sizes: std::slice::from_raw_parts(sizes, n).to_vec(),
-                strides: std::slice::from_raw_parts(strides, n).to_vec(),
+                sizes: std::slice::from_raw_parts(sizes, n),
+                strides: std::slice::from_raw_parts(strides, n),
                 data,
             })
         }
     }
 
+    /// A new contiguous tensor of `sizes` (at most three dimensions).
     fn empty(&self, sizes: &[i64], dtype: i32) -> Result<TensorHandle, String> {
-        let mut strides = vec![1i64; sizes.len()];
+        let mut strides = [1i64; 3];
+        let strides = &mut strides[..sizes.len()];
         for i in (0..sizes.len().saturating_sub(1)).rev() {
             strides[i] = strides[i + 1] * sizes[i + 1].max(1);
         }
@@ -144,13 +150,17 @@ impl Natives {
 
     /// `a @ b` for `dims`-D operands (2: mm, 3: bmm): the engine's when it takes the call,
     /// torch's CPU kernel's otherwise. Returns a new handle; `a` and `b` stay the caller's.
-    pub fn matmul(
+    ///
+    /// # Safety
+    /// `a` and `b` are live tensor handles that the caller holds until this returns.
+    pub unsafe fn matmul(
         &self,
         a: TensorHandle,
         b: TensorHandle,
         dims: usize,
     ) -> Result<TensorHandle, String> {
-        let (va, vb) = (self.view(a)?, self.view(b)?);
+        // SAFETY: the contract: both handles outlive this call.
+        let (va, vb) = unsafe { (self.view(a)?, self.view(b)?) };
         let multiplies = va.sizes.len() == dims
             && vb.sizes.len() == dims
             && va.sizes[dims - 1] == vb.sizes[dims - 2]
@@ -229,16 +239,14 @@ impl Natives {
                 return Err(self.torch_error("copying an operand"));
             }
             owned.push(c);
-            let vc = self.view(c)?;
+            // SAFETY: `c` is held in `owned` until the end of this function.
+            let vc = unsafe { self.view(c)? };
             let op = layout(&vc, rows, cols, dt, dims).ok_or("a clone with no layout")?;
             Ok((op, vc.data))
         };
         let ((ao, ap), (bo, bp)) = (operand(a, va, m, k)?, operand(b, vb, k, n)?);
-        let mut shape = vec![m, n];
-        if dims == 3 {
-            shape.insert(0, batch);
-        }
-        let out = self.empty(&shape, va.dtype)?;
+        let shape = [batch, m, n];
+        let out = self.empty(&shape[3 - dims..], va.dtype)?;
         let run = || -> Result<(), String> {
             let mut data = std::ptr::null_mut();
             // SAFETY: `out` is live.
@@ -331,7 +339,8 @@ macro_rules! boxed {
             let natives = NATIVES.get().expect("registered only after NATIVES is set");
             // SAFETY: the contract: two owned handles on the stack.
             let (a, b) = unsafe { (*stack as TensorHandle, *stack.add(1) as TensorHandle) };
-            let result = std::panic::catch_unwind(|| natives.matmul(a, b, $dims));
+            // SAFETY: the handles are deleted only after the call.
+            let result = std::panic::catch_unwind(|| unsafe { natives.matmul(a, b, $dims) });
             natives.delete(a);
             natives.delete(b);
             match result {
