@@ -19,14 +19,16 @@ baseline (named in the ``vs`` column).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import statistics
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the package of this checkout, as the tests do
@@ -76,6 +78,30 @@ def under_mode(fn: Callable[[], object], **options: str) -> Callable[[], object]
     return fn
 
 
+@contextlib.contextmanager
+def python_addmm_kernel(device: torch.device) -> Iterator[None]:
+    """A Python kernel on ``aten::addmm`` that only calls torch's own: the floor of any
+    Python route, which is what ``F.linear`` with a bias meets under the mode (``addmm``
+    takes ``Scalar``s, which a native kernel cannot receive)."""
+    key = "CUDA" if device.type == "cuda" else "CPU"
+    theirs = torch.library.get_kernel("aten::addmm", key)
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        lib.impl("addmm", lambda ks, *a, **kw: theirs.call_boxed(ks, *a, **kw), key,
+                 with_keyset=True)
+    try:
+        yield
+    finally:
+        lib._destroy()
+
+
+def around(fn: Callable[[], object], context: Callable[[], Any]) -> Callable[[], object]:
+    """``fn`` timed inside ``context()`` (see main)."""
+    fn.around = context  # type: ignore[attr-defined]
+    return fn
+
+
 def rows_for(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device,
              ) -> list[tuple[str, Callable[[], object], Optional[str]]]:
     """(name, call, baseline name) for one shape."""
@@ -119,6 +145,9 @@ def rows_for(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device,
         ("torch F.linear", lambda: F.linear(x, w, b), None),
         ("sgemm_bi.linear", lambda: sgemm_bi.linear(x, w, b), "torch F.linear"),
         ("F.linear, mode", under_mode(lambda: F.linear(x, w, b)), "torch F.linear"),
+        ("F.linear, Python addmm kernel (floor)",
+         around(lambda: F.linear(x, w, b), lambda: python_addmm_kernel(device)),
+         "torch F.linear"),
         ("engine, raw C call", engine_call, "torch F.linear"),
         # A candidate that lost, kept for the comparison: the custom op, called directly.
         ("custom op sgemm_bi::gemm", lambda: sgemm_bi.ops.gemm(x, wt, b, "auto", None),
@@ -181,10 +210,12 @@ def main() -> None:
         results: dict[str, float] = {}
         for row, fn, base in rows_for(m, k, n, dtype, device):
             mode = getattr(fn, "under_mode", None)
+            context = getattr(fn, "around", contextlib.nullcontext)
             if mode is not None:
                 sgemm_bi.enable(**mode)
             try:
-                us = per_call_us(fn, device, calls, repeats)
+                with context():
+                    us = per_call_us(fn, device, calls, repeats)
             finally:
                 if mode is not None:
                     sgemm_bi.disable()

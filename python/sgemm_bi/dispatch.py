@@ -28,13 +28,17 @@ takes):
   there is no autograd key: ``linear`` decomposes into ``addmm`` with the bias, which takes
   the bias path above — the same bits.)
 
-**Native kernels.** On Linux, ``mm`` and ``bmm`` on the ``CPU`` key are registered by
-``libsgemm_bi`` itself through torch's stable C ABI (:mod:`sgemm_bi.native`), so a routed
-CPU matmul runs no Python: the same bits, torch's own kernel and error messages for what
-the engine does not take (any engine error raises ``RuntimeError``). Not for
-``tier="tensor_cores"``, whose f32 calls raise the typed
-:class:`~sgemm_bi.errors.UnsupportedDtypeError` from the Python routes, and not with
-``SGEMM_BI_NATIVE=0``. The ``CUDA`` key's kernels are still the Python routes.
+**Native kernels.** On Linux, ``mm`` and ``bmm`` on the ``CPU`` key, and on the ``CUDA`` key
+where torch has CUDA, are registered by ``libsgemm_bi`` itself through torch's stable C ABI
+(:mod:`sgemm_bi.native`), so a routed matmul runs no Python: the same bits (on a GPU,
+``"auto"`` is tensor cores for bf16/f16 and the scalar tier for f32, as in the Python
+routes), launched on torch's current stream of the tensors' device; what the engine does
+not take goes to torch's own kernel of that device, with torch's checks and messages (an
+engine error raises ``RuntimeError``). Not for ``tier="tensor_cores"``, whose f32 calls
+raise the typed :class:`~sgemm_bi.errors.UnsupportedDtypeError` from the Python routes, and
+not with ``SGEMM_BI_NATIVE=0``. ``addmm`` and ``baddbmm`` (what ``F.linear`` with a bias
+becomes) take ``Scalar`` arguments, which torch's stable ABI cannot pass to a native
+kernel: they stay Python routes, at the cost of a Python kernel per call.
 
 Ops the mode does not register run exactly as without it and cost nothing more: there is no
 Python on their path. (In 0.2.0 and before, the mode was a ``TorchDispatchMode`` plus a
@@ -77,7 +81,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
@@ -113,50 +117,71 @@ _library: Optional[torch.library.Library] = None
 _library_linear = False  # whether _library holds the linear kernels (bias_grad="engine")
 
 
-_native = False  # whether the native CPU kernels of mm and bmm are installed
+_native: frozenset[str] = frozenset()  # the dispatch keys with native mm and bmm kernels
+_library_native = False  # whether _library was built to use them (even where none installed)
 
 
 def _update() -> None:
     """Makes the registrations and the routes' tier match ``_entries`` (under ``_lock``)."""
-    global _library, _library_linear, _native
+    global _library, _library_linear, _library_native, _native
     if _entries:
         tier = _entries[-1].tier
         routes.tier = tier
         linear = _entries[-1].bias_grad == "engine"
-        # Native CPU kernels raise a RuntimeError for what the engine refuses; the one
-        # refusal a valid call can meet on the CPU is an f32 call on the tensor-core tier,
-        # whose typed error (UnsupportedDtypeError) the Python routes keep.
+        # Native kernels raise a RuntimeError for what the engine refuses; the one refusal
+        # a valid call can meet is an f32 call on the tensor-core tier, whose typed error
+        # (UnsupportedDtypeError) the Python routes keep.
         use_native = tier != "tensor_cores" and native.available()
-        if _library is not None and (_library_linear, _native) != (linear, use_native):
+        if _library is not None and (_library_linear, _library_native) != (linear, use_native):
             lib, _library = _library, None
             lib._destroy()
             if _native and not use_native:
                 native.uninstall()
+                _native = frozenset()
         if _library is None:
-            _library = _install(linear, native_cpu=use_native)
-            _library_linear = linear
-            _native = use_native
-        if _native:
-            native.install(tier)  # the first time registers; later only sets the tier
+            if not hasattr(torch.library, "get_kernel"):
+                raise RuntimeError(
+                    f"sgemm_bi.mode() needs torch 2.9 or later (torch.library.get_kernel); "
+                    f"this is torch {torch.__version__}. sgemm_bi.linear / matmul / Linear "
+                    f"work on it.")
+            keys = _install_native(tier) if use_native else frozenset()
+            try:
+                # torch's kernels, fetched before any Python route is registered: the
+                # routes' fallbacks must be torch's own (the native kernels replace only mm
+                # and bmm, whose routes are left out on their keys).
+                kernels = routes.kernels(linear=linear, native=keys)
+                _library = _install(kernels, keys)
+            except BaseException:
+                if keys:
+                    native.uninstall()
+                raise
+            _library_linear, _library_native = linear, use_native
+            _native = keys
+        elif _native:
+            native.install(tier)  # already registered: only sets the tier
     elif _library is not None:
         lib, _library = _library, None
         lib._destroy()  # unregisters every kernel: torch's own are back
         if _native:
             native.uninstall()
-            _native = False
+            _native = frozenset()
         routes.tier = "auto"
 
 
-def _install(linear: bool, native_cpu: bool = False) -> torch.library.Library:
-    if not hasattr(torch.library, "get_kernel"):
-        raise RuntimeError(
-            f"sgemm_bi.mode() needs torch 2.9 or later (torch.library.get_kernel); this is "
-            f"torch {torch.__version__}. sgemm_bi.linear / matmul / Linear work on it."
-        )
-    # torch's kernels, fetched before any of ours is registered.
-    kernels = routes.kernels(linear=linear)
-    if native_cpu:  # mm and bmm on the CPU key are native.kernel's
-        kernels = [k for k in kernels if not (k[1] == "CPU" and k[0] in ("mm", "bmm"))]
+def _install_native(tier: str) -> frozenset[str]:
+    """The native kernels' keys, or none (a warning says why) where this torch lacks a
+    function they need: the Python routes then serve every key."""
+    try:
+        return native.install(tier)
+    except RuntimeError as e:
+        warnings.warn(f"{e}; the mode uses its Python routes", RuntimeWarning, stacklevel=4)
+        return frozenset()
+
+
+def _install(kernels: list[tuple[str, str, Callable[..., Any]]],
+             native_keys: frozenset[str] = frozenset()) -> torch.library.Library:
+    """A Library holding the Python routes ``kernels``, less mm and bmm on ``native_keys``
+    (whose kernels are :mod:`sgemm_bi.native`'s)."""
     lib = torch.library.Library("aten", "IMPL")
     try:
         with warnings.catch_warnings():
@@ -164,6 +189,8 @@ def _install(linear: bool, native_cpu: bool = False) -> torch.library.Library:
             # destroying the library restores the previous one.
             warnings.simplefilter("ignore", UserWarning)
             for op, key, kernel in kernels:
+                if key in native_keys and op in ("mm", "bmm"):
+                    continue
                 lib.impl(op, kernel, key, with_keyset=True)
     except BaseException:
         lib._destroy()

@@ -1,8 +1,9 @@
-"""The mode's native kernels: ``aten::mm`` and ``aten::bmm`` on the CPU key registered by
-``libsgemm_bi`` itself through torch's stable C ABI (``capi/src/torch``), so that a routed
-call runs no Python. :mod:`sgemm_bi.dispatch` installs them with the mode where they can be
-(Linux, a libtorch that exports the stable ABI) unless ``SGEMM_BI_NATIVE=0``, and registers
-Python routes for the rest (:mod:`sgemm_bi.routes`).
+"""The mode's native kernels: ``aten::mm`` and ``aten::bmm`` on the CPU key, and on the
+CUDA key where torch has CUDA, registered by ``libsgemm_bi`` itself through torch's stable C
+ABI (``capi/src/torch``), so that a routed call runs no Python. :mod:`sgemm_bi.dispatch`
+installs them with the mode where they can be (Linux, a libtorch that exports the stable
+ABI) unless ``SGEMM_BI_NATIVE=0``, and registers Python routes for the rest
+(:mod:`sgemm_bi.routes`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,16 @@ __all__ = ["install", "uninstall", "available", "engine_calls"]
 
 _TIERS = {"auto": 0, "scalar": 1, "tensor_cores": 2}
 _installed = False
+KEYS = {1: "CPU", 2: "CUDA"}
+
+
+def _libtorch(name: str) -> Optional[str]:
+    path = os.path.join(os.path.dirname(torch.__file__), "lib", f"libtorch_{name}.so")
+    return path if os.path.exists(path) else None
 
 
 def _libtorch_cpu() -> Optional[str]:
-    path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
-    return path if os.path.exists(path) else None
+    return _libtorch("cpu")
 
 
 def available() -> bool:
@@ -39,20 +45,26 @@ def available() -> bool:
         return False
 
 
-def install(tier: str) -> None:
-    """Registers the native kernels (or sets their tier when they are registered)."""
+def install(tier: str) -> frozenset[str]:
+    """Registers the native kernels (or sets their tier when they are registered); returns
+    the dispatch keys that have them (``"CPU"``, and ``"CUDA"`` where torch has CUDA)."""
     global _installed
     lib = _capi.library()
     fn = lib.sgemm_bi_torch_install
     fn.restype = ctypes.c_uint32
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_uint32]
-    path = _libtorch_cpu()
-    assert path is not None
-    status = fn(path.encode(), _TIERS[tier])
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32,
+                   ctypes.POINTER(ctypes.c_uint32)]
+    cpu = _libtorch_cpu()
+    assert cpu is not None
+    cuda = _libtorch("cuda") if torch.version.cuda else None
+    keys = ctypes.c_uint32(0)
+    status = fn(cpu.encode(), cuda.encode() if cuda else None, _TIERS[tier],
+                ctypes.byref(keys))
     if status:
         raise RuntimeError(f"sgemm_bi: the native kernels could not be installed: "
                            f"{_capi.last_error_message()}")
     _installed = True
+    return frozenset(name for bit, name in KEYS.items() if keys.value & bit)
 
 
 def uninstall() -> None:

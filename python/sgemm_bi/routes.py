@@ -103,11 +103,17 @@ def _addmm_value(c: Tensor, a: Tensor, b: Tensor, beta: Any, alpha: Any) -> Tens
     return prod.to(a.dtype)
 
 
-def _addmm_kernel(dims: int, torch_kernel: Any) -> Callable[..., Any]:
+def _addmm_kernel(dims: int, torch_kernel: Any, native_bias: Any = None) -> Callable[..., Any]:
+    """``native_bias``: ``sgemm_bi::addmm_bias`` where the key's kernels are native (2-D
+    only), which runs the bias path with no more Python."""
     def kernel(ks: Any, c: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1,
                alpha: Any = 1) -> Tensor:
         if _pair(a, b, dims) and type(c) in _PLAIN and c.dtype == a.dtype and (
                 c.get_device() == a.get_device()):
+            if native_bias is not None and beta == 1 and alpha == 1:
+                vec = _bias_vector(c, b.shape[-1])
+                if vec is not None:
+                    return native_bias(vec, a, b)
             return _addmm_value(c, a, b, beta, alpha)
         return torch_kernel.call_boxed(ks, c, a, b, beta=beta, alpha=alpha)
 
@@ -198,12 +204,17 @@ _OPS: dict[str, tuple[Callable[[int, Any], Callable[..., Any]], int]] = {
 }
 
 
-def kernels(linear: bool = False) -> list[tuple[str, str, Callable[..., Any]]]:
+def kernels(linear: bool = False, native: frozenset[str] = frozenset(),
+            ) -> list[tuple[str, str, Callable[..., Any]]]:
     """(op, dispatch key, kernel) for every registration of the mode; ``linear`` adds the
-    ``linear`` kernels on the autograd keys (``bias_grad="engine"``). Each kernel falls back
-    to torch's kernel of its key, fetched now: call this before registering anything, so
-    that the fallbacks are torch's own and never one of these."""
+    ``linear`` kernels on the autograd keys (``bias_grad="engine"``); on the keys in
+    ``native`` (whose mm and bmm are :mod:`sgemm_bi.native`'s), ``addmm``'s bias path calls
+    the native ``sgemm_bi::addmm_bias``. Each kernel falls back to torch's kernel of its
+    key, fetched now: call this before registering any Python route (only the native mm and
+    bmm, which no route falls back to, may be registered already), so that the fallbacks
+    are torch's own and never one of these."""
     out = []
+    native_bias = torch.ops.sgemm_bi.addmm_bias.default if native else None
     for backend, autograd in (("CPU", "AutogradCPU"), ("CUDA", "AutogradCUDA")):
         try:
             theirs = {op: torch.library.get_kernel(f"aten::{op}", backend) for op in _OPS}
@@ -214,7 +225,10 @@ def kernels(linear: bool = False) -> list[tuple[str, str, Callable[..., Any]]]:
             # to route, so its key gets no kernels of ours either.
             continue
         for op, (make, dims) in _OPS.items():
-            out.append((op, backend, make(dims, theirs[op])))
+            if op == "addmm" and backend in native:
+                out.append((op, backend, _addmm_kernel(dims, theirs[op], native_bias)))
+            else:
+                out.append((op, backend, make(dims, theirs[op])))
         if linear:
             out.append(("linear", autograd, _linear_kernel(theirs["linear"])))
     return out

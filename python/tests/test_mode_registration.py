@@ -313,6 +313,32 @@ def test_cpu_mm_and_bmm_run_natively_with_torch_s_fallbacks_and_errors(monkeypat
     assert not dispatch._native  # uninstalled with the mode
 
 
+@pytest.mark.skipif(not sgemm_bi.native.available(), reason="no native kernels here")
+def test_addmm_s_bias_path_is_native_and_the_rest_stays_python(monkeypatch, gen) -> None:
+    """addmm with beta = alpha = 1 and a bias vector (F.linear with a bias) ends in the
+    native sgemm_bi::addmm_bias, with the bits of the engine's bias epilogue, for a
+    contiguous, a strided and a broadcast bias; other beta/alpha take the Python route."""
+    from sgemm_bi import native
+
+    calls: list[int] = []
+    original = plan.launch
+    monkeypatch.setattr(plan, "launch", lambda *a, **k: (calls.append(1), original(*a, **k)))
+    x, w = rand((5, 7), torch.float32, gen), rand((3, 7), torch.float32, gen)
+    bias = rand((6,), torch.float32, gen)
+    before = native.engine_calls()
+    with sgemm_bi.mode("scalar"):
+        got = [F.linear(x, w, bias[:3]), F.linear(x, w, bias[::2]),
+               torch.addmm(bias[:3].expand(5, 3), x, w.t())]
+        assert calls == [] and native.engine_calls() - before == 3
+        scaled = torch.addmm(bias[:3], x, w.t(), beta=0.5)
+        assert len(calls) == 1
+    for y, b, what in zip(got, (bias[:3], bias[::2], bias[:3]),
+                          ("contiguous bias", "strided bias", "broadcast bias")):
+        assert_same_bits(y, gemm_ref(x, w.t(), b), what)
+    want = (gemm_ref(x, w.t(), out_dtype=torch.float32) + 0.5 * bias[:3]).to(torch.float32)
+    assert_same_bits(scaled, want, "beta = 0.5: the Python route")
+
+
 def test_without_native_kernels_the_python_routes_serve_the_cpu(monkeypatch, launches,
                                                                 gen) -> None:
     """SGEMM_BI_NATIVE=0 (and tier="tensor_cores", whose f32 errors are typed) keep the
@@ -356,3 +382,88 @@ def test_native_kernels_give_the_contract_bits_at_every_shape_and_layout(dtype, 
             for i in range(3):
                 assert_same_bits(got[i], gemm_ref(a3[i], b1[i].contiguous()), "broadcast B")
     assert native.engine_calls() - before == cases
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not sgemm_bi.native.available(), reason="no native kernels here")
+def test_cuda_mm_and_bmm_run_natively_with_torch_s_fallbacks_and_errors(monkeypatch,
+                                                                        gen) -> None:
+    """On a GPU the mode's CUDA mm and bmm are libsgemm_bi's own kernels too: no Python
+    route runs, auto picks tensor cores for bf16 (the bits of sgemm_bi.matmul) and the
+    scalar tier for f32 (the CPU's bits), float64 gets torch's kernel, and torch's checks
+    raise torch's errors, word for word."""
+    from sgemm_bi import native
+
+    cuda = torch.device("cuda")
+    calls: list[int] = []
+    original = plan.launch
+    a, b = rand((65, 96), torch.bfloat16, gen), rand((96, 40), torch.bfloat16, gen)
+    a3, b3 = rand((3, 17, 32), torch.bfloat16, gen), rand((3, 32, 24), torch.bfloat16, gen)
+    f, g = rand((9, 33), torch.float32, gen), rand((33, 7), torch.float32, gen)
+    ga, gb, ga3, gb3, gf, gg = (t.to(cuda) for t in (a, b, a3, b3, f, g))
+    want_mm, want_bmm = sgemm_bi.matmul(ga, gb), sgemm_bi.matmul(ga3, gb3)
+    want_col = sgemm_bi.matmul(ga.t().contiguous().t(), gb)
+
+    def errors() -> list[str]:
+        msgs = []
+        for bad in (lambda: torch.mm(ga, ga), lambda: torch.mm(ga, gb.float()),
+                    lambda: torch.bmm(ga, gb), lambda: torch.mm(ga, b)):
+            with pytest.raises(RuntimeError) as e:
+                bad()
+            msgs.append(str(e.value))
+        return msgs
+
+    plain_errors = errors()
+    monkeypatch.setattr(plan, "launch", lambda *a, **k: (calls.append(1), original(*a, **k)))
+    before = native.engine_calls()
+    with sgemm_bi.mode():
+        assert dispatch._native == frozenset({"CPU", "CUDA"})
+        got = [ga @ gb, torch.bmm(ga3, gb3), torch.mm(ga.t().contiguous().t(), gb), gf @ gg]
+        got_f64 = torch.mm(gf.double(), gg.double())
+        mode_errors = errors()
+    assert calls == [] and native.engine_calls() - before == 4
+    assert_same_bits(got[0], want_mm, "mm, bf16, auto: tensor cores")
+    assert_same_bits(got[1], want_bmm, "bmm, bf16, auto: tensor cores")
+    assert_same_bits(got[2], want_col, "mm of a column-major A")
+    assert_same_bits(got[3].cpu(), gemm_ref(f, g), "mm, f32, auto: the scalar tier")
+    assert_same_bits(got_f64, torch.mm(gf.double(), gg.double()), "float64: torch's kernel")
+    assert mode_errors == plain_errors
+    with sgemm_bi.mode("scalar"):
+        got_scalar = ga @ gb
+    assert_same_bits(got_scalar.cpu(), gemm_ref(a, b), "mm, bf16, scalar: the CPU's bits")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not sgemm_bi.native.available(), reason="no native kernels here")
+def test_native_cuda_kernels_run_on_torch_s_current_stream_and_in_graphs(gen) -> None:
+    """A native call is ordered after the work already on the current stream (a side
+    stream here, busy for a while before it overwrites the operand), and a CUDA graph
+    captured under the mode replays it on new data."""
+    cuda = torch.device("cuda")
+    a, b = rand((64, 128), torch.bfloat16, gen).to(cuda), rand((128, 64), torch.bfloat16,
+                                                                gen).to(cuda)
+    a2 = rand((64, 128), torch.bfloat16, gen).to(cuda)
+    want = sgemm_bi.matmul(a2, b)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with sgemm_bi.mode():
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)  # ~tens of ms of GPU time on this stream
+            a.copy_(a2)
+            got = a @ b
+        side.synchronize()
+        assert_same_bits(got, want, "after the side stream's copy")
+
+        static_a = a.clone()
+        graph = torch.cuda.CUDAGraph()
+        warm = torch.cuda.Stream()
+        warm.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(warm):
+            static_a @ b
+        torch.cuda.current_stream().wait_stream(warm)
+        with torch.cuda.graph(graph):
+            static_y = static_a @ b
+        static_a.copy_(a2 * 2)
+        graph.replay()
+        torch.cuda.synchronize()
+    assert_same_bits(static_y, sgemm_bi.matmul(a2 * 2, b), "graph replay")

@@ -1,9 +1,11 @@
-//! The native kernels of `aten::mm` and `aten::bmm` on torch's CPU key: a call the engine
-//! takes runs on it with no Python in between; any other call goes to torch's own CPU
-//! kernel (`at::cpu::mm_out` through the shim, not the dispatcher, so it cannot come back
-//! here), and a call torch refuses raises torch's error.
+//! The native kernels of `aten::mm` and `aten::bmm` on torch's CPU and CUDA keys: a call the
+//! engine takes runs on it with no Python in between, on the device's current torch stream;
+//! any other call goes to torch's own kernel of that device (`at::cpu::mm`,
+//! `at::cuda::bmm`, ..., called directly, not through the dispatcher, so it cannot come back
+//! here), whose checks and errors are torch's, unchanged.
 
 use std::ffi::{c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -11,17 +13,32 @@ use sgemm_bi::{
     DType, Device, Engine, Gemm, GemmPointers, Layout, Operand, Output, OutputMode, Stream, Tier,
 };
 
-use super::shim::{Shim, TensorHandle};
+use super::shim::{CudaShim, ReturnedTensor, Shim, TensorHandle, TorchMatmul};
 use super::throw::Thrower;
+
+/// The CUDA devices a process may route (torch's device indices); a call on a device past
+/// them goes to torch's kernel.
+const MAX_CUDA_DEVICES: usize = 64;
+
+/// The dispatch key a kernel is registered on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Key {
+    Cpu,
+    Cuda,
+}
 
 /// What the kernels need, resolved when they are first installed and kept for the process
 /// (a call may be running on another thread when they are uninstalled).
 pub struct Natives {
     pub shim: Shim,
+    /// torch's CUDA functions, where torch has CUDA.
+    pub cuda: Option<CudaShim>,
     pub thrower: Thrower,
     dtypes: [(i32, DType); 3],
     cpu: i32,
-    engine: OnceLock<Result<Engine, String>>,
+    cuda_type: i32,
+    cpu_engine: OnceLock<Result<Engine, String>>,
+    cuda_engines: [OnceLock<Result<Engine, String>>; MAX_CUDA_DEVICES],
 }
 
 pub static NATIVES: OnceLock<Natives> = OnceLock::new();
@@ -33,30 +50,51 @@ pub static TIER: AtomicU32 = AtomicU32::new(0);
 pub static ENGINE_CALLS: AtomicU64 = AtomicU64::new(0);
 
 impl Natives {
-    pub fn new(shim: Shim, thrower: Thrower) -> Self {
+    pub fn new(shim: Shim, cuda: Option<CudaShim>, thrower: Thrower) -> Self {
         // SAFETY: the dtype and device-type functions take nothing and return a constant.
-        let (f32_, bf16_, f16_, cpu) = unsafe {
+        let (f32_, bf16_, f16_, cpu, cuda_type) = unsafe {
             (
                 (shim.aoti_torch_dtype_float32)(),
                 (shim.aoti_torch_dtype_bfloat16)(),
                 (shim.aoti_torch_dtype_float16)(),
                 (shim.aoti_torch_device_type_cpu)(),
+                (shim.aoti_torch_device_type_cuda)(),
             )
         };
         Natives {
             shim,
+            cuda,
             thrower,
             dtypes: [(f32_, DType::F32), (bf16_, DType::BF16), (f16_, DType::F16)],
             cpu,
-            engine: OnceLock::new(),
+            cuda_type,
+            cpu_engine: OnceLock::new(),
+            cuda_engines: [const { OnceLock::new() }; MAX_CUDA_DEVICES],
         }
     }
 
-    fn engine(&self) -> Result<&Engine, String> {
-        self.engine
-            .get_or_init(|| Engine::new(Device::Cpu).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(Clone::clone)
+    /// The engine of a device, made on its first routed call.
+    fn engine(&self, key: Key, index: usize) -> Result<&Engine, String> {
+        let cell = match key {
+            Key::Cpu => &self.cpu_engine,
+            Key::Cuda => &self.cuda_engines[index],
+        };
+        cell.get_or_init(|| {
+            let device = match key {
+                Key::Cpu => Device::Cpu,
+                Key::Cuda => Device::Cuda(index),
+            };
+            let engine = Engine::new(device).map_err(|e| e.to_string())?;
+            // Every pointer these kernels pass is the data of a live torch tensor of this
+            // very device (checked per call), allocated by torch for it, with the extents
+            // its sizes and strides describe: the driver queries of the pointer checks
+            // could only confirm that, at a few microseconds a call (torch's own kernels
+            // launch on the same pointers with no check).
+            engine.set_pointer_checks(false);
+            Ok(engine)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
     }
 
     /// torch's message for a shim call that failed.
@@ -82,6 +120,7 @@ impl Natives {
 struct View<'t> {
     dtype: i32,
     device_type: i32,
+    device_index: i32,
     sizes: &'t [i64],
     strides: &'t [i64],
     data: *mut c_void,
@@ -93,7 +132,7 @@ impl Natives {
     /// (the kernel holds its arguments' handles and its own copies until it returns).
     unsafe fn view<'t>(&self, t: TensorHandle) -> Result<View<'t>, String> {
         let s = &self.shim;
-        let (mut dtype, mut device_type, mut dim) = (0, 0, 0i64);
+        let (mut dtype, mut device_type, mut device_index, mut dim) = (0, 0, 0, 0i64);
         let (mut sizes, mut strides, mut data) = (
             std::ptr::null_mut(),
             std::ptr::null_mut(),
@@ -104,6 +143,7 @@ impl Natives {
         unsafe {
             let ok = (s.aoti_torch_get_dtype)(t, &mut dtype) == 0
                 && (s.aoti_torch_get_device_type)(t, &mut device_type) == 0
+                && (s.aoti_torch_get_device_index)(t, &mut device_index) == 0
                 && (s.aoti_torch_get_dim)(t, &mut dim) == 0
                 && (s.aoti_torch_get_sizes)(t, &mut sizes) == 0
                 && (s.aoti_torch_get_strides)(t, &mut strides) == 0
@@ -115,6 +155,7 @@ impl Natives {
             Ok(View {
                 dtype,
                 device_type,
+                device_index,
                 sizes: std::slice::from_raw_parts(sizes, n),
                 strides: std::slice::from_raw_parts(strides, n),
                 data,
@@ -122,8 +163,23 @@ impl Natives {
         }
     }
 
-    /// A new contiguous tensor of `sizes` (at most three dimensions).
-    fn empty(&self, sizes: &[i64], dtype: i32) -> Result<TensorHandle, String> {
+    /// A contiguous copy of `t`, held in `owned` (which the caller deletes).
+    ///
+    /// # Safety
+    /// `t` is live.
+    fn copy<'t>(&self, t: TensorHandle, owned: &mut Vec<TensorHandle>) -> Result<View<'t>, String> {
+        let mut c = std::ptr::null_mut();
+        // SAFETY: `t` is live; `c` receives a new handle, which `owned` keeps.
+        if unsafe { (self.shim.aoti_torch_clone)(t, &mut c) } != 0 {
+            return Err(self.torch_error("copying an operand"));
+        }
+        owned.push(c);
+        // SAFETY: `c` is held in `owned` until the caller deletes it, after its last use.
+        unsafe { self.view(c) }
+    }
+
+    /// A new contiguous tensor of `sizes` (at most three dimensions) on a tensor's device.
+    fn empty(&self, sizes: &[i64], like: &View) -> Result<TensorHandle, String> {
         let mut strides = [1i64; 3];
         let strides = &mut strides[..sizes.len()];
         for i in (0..sizes.len().saturating_sub(1)).rev() {
@@ -136,9 +192,9 @@ impl Natives {
                 sizes.len() as i64,
                 sizes.as_ptr(),
                 strides.as_ptr(),
-                dtype,
-                self.cpu,
-                0,
+                like.dtype,
+                like.device_type,
+                like.device_index.max(0),
                 &mut out,
             )
         };
@@ -148,106 +204,149 @@ impl Natives {
         Ok(out)
     }
 
-    /// `a @ b` for `dims`-D operands (2: mm, 3: bmm): the engine's when it takes the call,
-    /// torch's CPU kernel's otherwise. Returns a new handle; `a` and `b` stay the caller's.
+    /// `a @ b (+ bias)` for `dims`-D operands (2: mm, 3: bmm) on the engine when it takes
+    /// the call: a new handle, or None for a call that is torch's (another dtype or device,
+    /// mixed dtypes, shapes that do not multiply, a bias that is not an `[n]` vector of the
+    /// operands' dtype and device: torch's kernel computes it or raises its error).
     ///
     /// # Safety
-    /// `a` and `b` are live tensor handles that the caller holds until this returns.
-    pub unsafe fn matmul(
+    /// `a`, `b` and `bias` are live tensor handles that the caller holds until this returns.
+    pub unsafe fn take(
         &self,
         a: TensorHandle,
         b: TensorHandle,
+        bias: Option<TensorHandle>,
         dims: usize,
-    ) -> Result<TensorHandle, String> {
-        // SAFETY: the contract: both handles outlive this call.
+        key: Key,
+    ) -> Result<Option<TensorHandle>, String> {
+        // SAFETY: the contract: the handles outlive this call.
         let (va, vb) = unsafe { (self.view(a)?, self.view(b)?) };
+        // SAFETY: as above.
+        let vbias = match bias {
+            Some(t) => Some(unsafe { self.view(t)? }),
+            None => None,
+        };
+        let device_type = match key {
+            Key::Cpu => self.cpu,
+            Key::Cuda => self.cuda_type,
+        };
         let multiplies = va.sizes.len() == dims
             && vb.sizes.len() == dims
             && va.sizes[dims - 1] == vb.sizes[dims - 2]
             && (dims == 2 || va.sizes[0] == vb.sizes[0]);
+        let one_device = va.device_type == device_type
+            && vb.device_type == device_type
+            && va.device_index == vb.device_index
+            && (key == Key::Cpu || (0..MAX_CUDA_DEVICES as i32).contains(&va.device_index));
+        let bias_fits = vbias.as_ref().is_none_or(|v| {
+            v.sizes == [vb.sizes[dims - 1]]
+                && v.dtype == va.dtype
+                && v.device_type == va.device_type
+                && v.device_index == va.device_index
+        });
         let dtype = self.dtypes.iter().find(|d| d.0 == va.dtype).map(|d| d.1);
         match dtype {
-            Some(dt)
-                if multiplies
-                    && va.dtype == vb.dtype
-                    && va.device_type == self.cpu
-                    && vb.device_type == self.cpu =>
-            {
-                self.on_engine(a, b, &va, &vb, dims, dt)
+            Some(dt) if multiplies && one_device && bias_fits && va.dtype == vb.dtype => {
+                let bias = bias.zip(vbias);
+                self.on_engine((a, &va), (b, &vb), bias, dims, dt, key)
+                    .map(Some)
             }
-            _ => self.fallback(a, b, &va, &vb, dims),
+            _ => Ok(None),
         }
     }
 
-    fn fallback(
+    /// torch's own kernel of the op on `key`: a new handle. May unwind with torch's C++
+    /// exception (its checks), which must reach torch: never call it inside `catch_unwind`.
+    ///
+    /// # Safety
+    /// As for [`Natives::take`]; `key` is Cuda only when `self.cuda` is set.
+    pub unsafe fn torch_kernel(
         &self,
         a: TensorHandle,
         b: TensorHandle,
-        va: &View,
-        vb: &View,
         dims: usize,
+        key: Key,
     ) -> Result<TensorHandle, String> {
-        // torch's kernel checks everything and resizes `out`; its shape only needs to be a
-        // valid start.
-        let shape: Vec<i64> = if va.sizes.len() == dims && vb.sizes.len() == dims {
-            let mut s = va.sizes[..dims - 1].to_vec();
-            s.push(vb.sizes[dims - 1]);
-            s
-        } else {
-            vec![0; dims]
+        let f: TorchMatmul = match (key, &self.cuda) {
+            (Key::Cpu, _) => [self.shim.cpu_mm, self.shim.cpu_bmm][dims - 2],
+            (Key::Cuda, Some(c)) => [c.mm, c.bmm][dims - 2],
+            (Key::Cuda, None) => unreachable!("CUDA kernels are registered only with its shim"),
         };
-        let out = self.empty(&shape, va.dtype)?;
-        let f = if dims == 2 {
-            self.shim.aoti_torch_cpu_mm_out
-        } else {
-            self.shim.aoti_torch_cpu_bmm_out
-        };
-        // SAFETY: three live handles; torch writes `out`.
-        if unsafe { f(out, a, b) } != 0 {
-            let msg = self.torch_error(if dims == 2 { "aten::mm" } else { "aten::bmm" });
-            self.delete(out);
-            return Err(msg);
+        // SAFETY: torch's kernel takes two `const at::Tensor&`, which live handles are.
+        let mut returned: ReturnedTensor = unsafe { f(a, b) };
+        // `returned` holds the result as a C++ object only Rust owns: a new handle shares it,
+        // then the object is assigned an undefined tensor (torch's own assignment releases
+        // its reference), so nothing leaks and nothing is released twice.
+        let slot = std::ptr::from_mut(&mut returned.tensor).cast::<c_void>();
+        let (mut out, mut undefined) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `slot` is the address of a live `at::Tensor`, which is what a handle is;
+        // `undefined` is a new handle, deleted once.
+        unsafe {
+            if (self.shim.aoti_torch_new_tensor_handle)(slot, &mut out) != 0
+                || (self.shim.aoti_torch_new_uninitialized_tensor)(&mut undefined) != 0
+                || (self.shim.aoti_torch_assign_tensors)(undefined, slot) != 0
+            {
+                return Err(self.torch_error("taking torch's result"));
+            }
+            (self.shim.aoti_torch_delete_tensor_object)(undefined);
         }
         Ok(out)
     }
 
     fn on_engine(
         &self,
-        a: TensorHandle,
-        b: TensorHandle,
-        va: &View,
-        vb: &View,
+        (a, va): (TensorHandle, &View),
+        (b, vb): (TensorHandle, &View),
+        bias: Option<(TensorHandle, View)>,
         dims: usize,
         dt: DType,
+        key: Key,
     ) -> Result<TensorHandle, String> {
-        let engine = self.engine()?;
+        let index = va.device_index.max(0) as usize;
+        let engine = self.engine(key, index)?;
+        let stream = match (key, &self.cuda) {
+            (Key::Cpu, _) => std::ptr::null_mut(),
+            (Key::Cuda, Some(c)) => {
+                let mut s = std::ptr::null_mut();
+                // SAFETY: `index` is a CUDA device of torch's (the tensors are on it).
+                if unsafe { (c.current_stream)(index as i32, &mut s) } != 0 {
+                    return Err(self.torch_error("reading the current CUDA stream"));
+                }
+                s
+            }
+            (Key::Cuda, None) => unreachable!("CUDA kernels are registered only with its shim"),
+        };
+        let tier = match (TIER.load(Ordering::Relaxed), key) {
+            (1, _) | (0, Key::Cpu) => Tier::Scalar,
+            (2, _) => Tier::TensorCores,
+            // auto on a GPU: tensor cores for bf16/f16 where the device has them.
+            _ if dt != DType::F32 && engine.supports(Tier::TensorCores) => Tier::TensorCores,
+            _ => Tier::Scalar,
+        };
         let (m, k, n) = (va.sizes[dims - 2], va.sizes[dims - 1], vb.sizes[dims - 1]);
         let batch = if dims == 3 { va.sizes[0] } else { 1 };
-        // Operands whose strides fit no layout are copied (a contiguous clone).
+        // Operands whose strides fit no layout are copied (a contiguous clone; on a GPU,
+        // on the current stream, so freeing it after the launch is stream-ordered).
         let mut owned = Vec::new();
-        let mut operand = |t: TensorHandle,
-                           v: &View,
-                           rows: i64,
-                           cols: i64|
+        let operand = |t: TensorHandle,
+                       v: &View,
+                       rows: i64,
+                       cols: i64,
+                       owned: &mut Vec<TensorHandle>|
          -> Result<(Operand, *mut c_void), String> {
             if let Some(op) = layout(v, rows, cols, dt, dims) {
                 return Ok((op, v.data));
             }
-            let mut c = std::ptr::null_mut();
-            // SAFETY: `t` is live; `c` receives a new handle, deleted below.
-            if unsafe { (self.shim.aoti_torch_clone)(t, &mut c) } != 0 {
-                return Err(self.torch_error("copying an operand"));
-            }
-            owned.push(c);
-            // SAFETY: `c` is held in `owned` until the end of this function.
-            let vc = unsafe { self.view(c)? };
+            let vc = self.copy(t, owned)?;
             let op = layout(&vc, rows, cols, dt, dims).ok_or("a clone with no layout")?;
             Ok((op, vc.data))
         };
-        let ((ao, ap), (bo, bp)) = (operand(a, va, m, k)?, operand(b, vb, k, n)?);
-        let shape = [batch, m, n];
-        let out = self.empty(&shape[3 - dims..], va.dtype)?;
-        let run = || -> Result<(), String> {
+        let run = |(ao, ap): (Operand, *mut c_void),
+                   (bo, bp): (Operand, *mut c_void),
+                   bias: *const c_void|
+         -> Result<TensorHandle, String> {
+            let shape = [batch, m, n];
+            let out = self.empty(&shape[3 - dims..], va)?;
             let mut data = std::ptr::null_mut();
             // SAFETY: `out` is live.
             unsafe { (self.shim.aoti_torch_get_data_ptr)(out, &mut data) };
@@ -258,43 +357,53 @@ impl Natives {
                 batch: batch as usize,
                 a: ao,
                 b: bo,
-                bias: None,
+                bias: (!bias.is_null()).then_some(dt),
                 c: Output {
                     mode: OutputMode::Overwrite(dt),
                     ldc: (n as usize).max(1),
                     batch_stride: if batch > 1 { (m * n) as usize } else { 0 },
                 },
-                tier: match TIER.load(Ordering::Relaxed) {
-                    2 => Tier::TensorCores,
-                    _ => Tier::Scalar, // auto is the scalar tier on the CPU
-                },
+                tier,
             };
             let p = GemmPointers {
                 a: ap,
                 b: bp,
-                bias: std::ptr::null(),
+                bias,
                 c: data,
             };
-            // SAFETY: the pointers are the tensors' data, valid for the extents of their
-            // sizes and strides (the descriptor is built from them); `out` is fresh, so C
-            // overlaps no input; nothing else writes them during the call (torch holds
-            // the arguments, and the CPU engine completes before returning).
-            unsafe { engine.gemm(&g, p, Stream(std::ptr::null_mut())) }.map_err(|e| e.to_string())
+            // SAFETY: the pointers are the data of tensors on the engine's device, valid
+            // for the extents of their sizes and strides (the descriptor is built from
+            // them); `out` is fresh, so C overlaps no input; nothing else writes them during
+            // the call (torch holds the arguments; on a GPU the launch is ordered on
+            // torch's current stream, like torch's own kernel's; the CPU engine completes
+            // before returning).
+            match unsafe { engine.gemm(&g, p, Stream(stream)) } {
+                Ok(()) => Ok(out),
+                Err(e) => {
+                    self.delete(out);
+                    Err(e.to_string())
+                }
+            }
         };
-        let r = run();
+        let prepared = || {
+            let ao = operand(a, va, m, k, &mut owned)?;
+            let bo = operand(b, vb, k, n, &mut owned)?;
+            // The engine reads the bias as `n` consecutive elements.
+            let bias = match bias {
+                None => std::ptr::null(),
+                Some((_, v)) if n <= 1 || v.strides[0] == 1 => v.data.cast_const(),
+                Some((t, _)) => self.copy(t, &mut owned)?.data.cast_const(),
+            };
+            run(ao, bo, bias)
+        };
+        let r = prepared();
         if r.is_ok() {
             ENGINE_CALLS.fetch_add(1, Ordering::Relaxed);
         }
         for c in owned {
             self.delete(c);
         }
-        match r {
-            Ok(()) => Ok(out),
-            Err(e) => {
-                self.delete(out);
-                Err(e)
-            }
-        }
+        r
     }
 }
 
@@ -328,35 +437,102 @@ fn layout(v: &View, rows: i64, cols: i64, dtype: DType, dims: usize) -> Option<O
     })
 }
 
-macro_rules! boxed {
-    ($name:ident, $dims:expr) => {
-        /// The boxed kernel torch calls: `(self, mat2) -> Tensor`.
+/// The arguments' handles, deleted when the kernel is done with them — also when torch's
+/// kernel unwinds through it with an exception (Rust runs destructors of the frames a C++
+/// exception passes through an `extern "C-unwind"` function).
+struct Arguments<'n> {
+    natives: &'n Natives,
+    handles: [TensorHandle; 3],
+    count: usize,
+}
+
+impl Drop for Arguments<'_> {
+    fn drop(&mut self) {
+        for &h in &self.handles[..self.count] {
+            self.natives.delete(h);
+        }
+    }
+}
+
+/// What a kernel computes.
+#[derive(Clone, Copy)]
+enum Op {
+    /// `aten::mm(self, mat2)`.
+    Mm,
+    /// `aten::bmm(self, mat2)`.
+    Bmm,
+    /// `sgemm_bi::addmm_bias(bias, mat1, mat2)`: `mat1 @ mat2 + bias` of 2-D matrices and
+    /// an `[n]` bias, all of one dtype and device — the bias path of the mode's `addmm`
+    /// route, which calls it only with such arguments.
+    AddmmBias,
+}
+
+/// The body of every boxed kernel.
+///
+/// # Safety
+/// torch's boxed-kernel contract: `stack` holds the arguments' owned tensor handles (two,
+/// or three for `AddmmBias`) and receives the result's; the kernels are registered only
+/// after `NATIVES` is set.
+unsafe fn boxed(stack: *mut u64, op: Op, key: Key) {
+    let natives = NATIVES.get().expect("registered only after NATIVES is set");
+    let count = if matches!(op, Op::AddmmBias) { 3 } else { 2 };
+    let mut handles = [std::ptr::null_mut(); 3];
+    for (i, h) in handles[..count].iter_mut().enumerate() {
+        // SAFETY: the contract: `count` owned handles on the stack.
+        *h = unsafe { *stack.add(i) } as TensorHandle;
+    }
+    let args = Arguments {
+        natives,
+        handles,
+        count,
+    };
+    let (a, b, bias, dims) = match op {
+        Op::Mm => (handles[0], handles[1], None, 2),
+        Op::Bmm => (handles[0], handles[1], None, 3),
+        Op::AddmmBias => (handles[1], handles[2], Some(handles[0]), 2),
+    };
+    // SAFETY: the handles are deleted only after the calls (by `args`).
+    let taken = catch_unwind(AssertUnwindSafe(|| unsafe {
+        natives.take(a, b, bias, dims, key)
+    }));
+    let result = match taken {
+        Ok(Ok(Some(out))) => Ok(out),
+        // Outside catch_unwind: torch's exception must pass through to torch.
+        // SAFETY: as above.
+        Ok(Ok(None)) if bias.is_none() => unsafe { natives.torch_kernel(a, b, dims, key) },
+        Ok(Ok(None)) => Err(
+            "sgemm_bi::addmm_bias takes 2-D matrices that multiply and an \
+                             [n] bias, all of one engine dtype and device"
+                .to_owned(),
+        ),
+        Ok(Err(message)) => Err(message),
+        Err(_) => Err("sgemm_bi: a panic in a native kernel".to_owned()),
+    };
+    drop(args);
+    match result {
+        // SAFETY: the contract: the result goes in the first slot.
+        Ok(out) => unsafe { *stack = out as u64 },
+        // SAFETY: C++ called this function; nothing of it is left to drop.
+        Err(message) => unsafe { natives.thrower.throw(&message) },
+    }
+}
+
+macro_rules! kernel {
+    ($name:ident, $op:expr, $key:expr) => {
+        /// A boxed kernel torch calls.
         ///
         /// # Safety
-        /// torch's boxed-kernel contract: `stack` holds the two arguments' owned tensor
-        /// handles and receives the result's.
+        /// torch's boxed-kernel contract (see `boxed`).
         pub unsafe extern "C-unwind" fn $name(stack: *mut u64, _args: u64, _results: u64) {
-            let natives = NATIVES.get().expect("registered only after NATIVES is set");
-            // SAFETY: the contract: two owned handles on the stack.
-            let (a, b) = unsafe { (*stack as TensorHandle, *stack.add(1) as TensorHandle) };
-            // SAFETY: the handles are deleted only after the call.
-            let result = std::panic::catch_unwind(|| unsafe { natives.matmul(a, b, $dims) });
-            natives.delete(a);
-            natives.delete(b);
-            match result {
-                // SAFETY: the contract: the result goes in the first slot.
-                Ok(Ok(out)) => unsafe { *stack = out as u64 },
-                // SAFETY: C++ called this function; nothing of it is left to drop.
-                Ok(Err(message)) => unsafe { natives.thrower.throw(&message) },
-                Err(_) => unsafe {
-                    natives
-                        .thrower
-                        .throw("sgemm_bi: a panic in a native kernel")
-                },
-            }
+            // SAFETY: the same contract.
+            unsafe { boxed(stack, $op, $key) }
         }
     };
 }
 
-boxed!(mm_cpu, 2);
-boxed!(bmm_cpu, 3);
+kernel!(mm_cpu, Op::Mm, Key::Cpu);
+kernel!(bmm_cpu, Op::Bmm, Key::Cpu);
+kernel!(addmm_bias_cpu, Op::AddmmBias, Key::Cpu);
+kernel!(mm_cuda, Op::Mm, Key::Cuda);
+kernel!(bmm_cuda, Op::Bmm, Key::Cuda);
+kernel!(addmm_bias_cuda, Op::AddmmBias, Key::Cuda);
