@@ -80,9 +80,10 @@ def under_mode(fn: Callable[[], object], **options: str) -> Callable[[], object]
 
 @contextlib.contextmanager
 def python_addmm_kernel(device: torch.device) -> Iterator[None]:
-    """A Python kernel on ``aten::addmm`` that only calls torch's own: the floor of any
-    Python route, which is what ``F.linear`` with a bias meets under the mode (``addmm``
-    takes ``Scalar``s, which a native kernel cannot receive)."""
+    """A Python kernel on ``aten::addmm`` that only calls torch's own: what the dispatcher's
+    call into Python costs by itself. ``F.linear`` with a bias meets one under the mode
+    (``addmm`` takes ``Scalar``s, which a native kernel cannot receive), so on the CPU, where
+    torch's own addmm is cheap, this row is the floor of the mode's ``F.linear``."""
     key = "CUDA" if device.type == "cuda" else "CPU"
     theirs = torch.library.get_kernel("aten::addmm", key)
     lib = torch.library.Library("aten", "IMPL")
@@ -145,7 +146,7 @@ def rows_for(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device,
         ("torch F.linear", lambda: F.linear(x, w, b), None),
         ("sgemm_bi.linear", lambda: sgemm_bi.linear(x, w, b), "torch F.linear"),
         ("F.linear, mode", under_mode(lambda: F.linear(x, w, b)), "torch F.linear"),
-        ("F.linear, Python addmm kernel (floor)",
+        ("F.linear, torch addmm via Python",
          around(lambda: F.linear(x, w, b), lambda: python_addmm_kernel(device)),
          "torch F.linear"),
         ("engine, raw C call", engine_call, "torch F.linear"),

@@ -5,6 +5,7 @@ disable() gives torch its kernels back, nesting, threads, and errors in the mode
 from __future__ import annotations
 
 import threading
+import warnings
 
 import pytest
 import torch
@@ -337,6 +338,34 @@ def test_addmm_s_bias_path_is_native_and_the_rest_stays_python(monkeypatch, gen)
         assert_same_bits(y, gemm_ref(x, w.t(), b), what)
     want = (gemm_ref(x, w.t(), out_dtype=torch.float32) + 0.5 * bias[:3]).to(torch.float32)
     assert_same_bits(scaled, want, "beta = 0.5: the Python route")
+
+
+def test_a_torch_without_what_the_native_kernels_need_gets_the_python_routes(
+        monkeypatch, launches, gen) -> None:
+    """If the native kernels cannot be installed (a torch lacking one of their functions),
+    the mode warns once and its Python routes serve every key, with the same bits."""
+    from sgemm_bi import native
+
+    def refuse(tier: str) -> frozenset[str]:
+        raise RuntimeError("sgemm_bi: the native kernels could not be installed: no symbol")
+
+    monkeypatch.setattr(native, "available", lambda: True)
+    monkeypatch.setattr(native, "install", refuse)
+    a, b = rand((5, 7), torch.float32, gen), rand((7, 3), torch.float32, gen)
+    with pytest.warns(RuntimeWarning, match="uses its Python routes"):
+        sgemm_bi.enable("scalar")
+    try:
+        library = dispatch._library
+        assert dispatch._native == frozenset()
+        got = a @ b
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            sgemm_bi.enable("auto")  # a new tier only: nothing re-registered, no warning
+        assert dispatch._library is library
+    finally:
+        sgemm_bi.disable()
+    assert_same_bits(got, gemm_ref(a, b), "mm through the Python route")
+    assert len(launches) == 1
 
 
 def test_without_native_kernels_the_python_routes_serve_the_cpu(monkeypatch, launches,

@@ -1,13 +1,15 @@
-//! Native kernels for torch: `aten::mm` and `aten::bmm` on the CPU and CUDA keys, registered from this
-//! library through torch's stable C ABI, so a routed call meets no Python. The hooks of the
-//! Python package's mode (`python/sgemm_bi/native.py`), not part of the C ABI: they are left
-//! out of `sgemm_bi.h`.
+//! Native kernels for torch: `aten::mm` and `aten::bmm` on the CPU and CUDA keys, and the op
+//! `sgemm_bi::addmm_bias`, registered from this library through torch's stable C ABI, so a
+//! routed call meets no Python. The hooks of the Python package's mode
+//! (`python/sgemm_bi/native.py`), not part of the C ABI: they are left out of `sgemm_bi.h`.
 //!
-//! Why only these two ops: torch passes a stable-ABI kernel its arguments as
-//! `StableIValue`s, and that conversion has no `Scalar` (torch 2.11–2.15), which `addmm`
-//! and `baddbmm` take (`beta`, `alpha`); those stay Python routes. Nothing links against
-//! torch: the functions are looked up in the libtorch the process loaded (`shim.rs`), and
-//! errors are raised as C++ exceptions (`throw.rs`).
+//! Why not `addmm` and `baddbmm` themselves: torch passes a stable-ABI kernel its arguments
+//! as `StableIValue`s, and that conversion has no `Scalar` (torch 2.11–2.15), which they
+//! take (`beta`, `alpha`). They stay Python routes; `addmm`'s bias path calls
+//! `sgemm_bi::addmm_bias`, which takes tensors only. Nothing links against torch: the
+//! functions are looked up in the libtorch the process loaded (`shim.rs`), torch's own
+//! kernels serve what the engine does not take (`kernel.rs`), and errors are raised as C++
+//! exceptions (`throw.rs`).
 
 mod kernel;
 mod shim;
