@@ -15,6 +15,13 @@ needs no gradient, outside autocast and tracing, allocates the result and launch
 directly — no view, no check, no autograd node; one that needs a gradient goes straight to
 the autograd function (:class:`sgemm_bi.autograd.Gemm`, for ``linear``
 :class:`sgemm_bi.autograd.LinearFn`) without the checks.
+
+The native path, before the shortcut: where the library's native ops are available
+(:func:`sgemm_bi.native.ops`, Linux), a call that needs no gradient, outside autocast and
+tracing, with a 2-D ``b`` (``linear``'s weight) and ``a`` 1-D, 2-D or contiguous, runs on
+``sgemm_bi::matmul`` / ``matmul_bias``: the same engine call, with its checks in Rust and no
+Python past this module. What the op refuses (bad input) takes the full path, which raises
+the typed error.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
+from . import native as _native
 from . import plan as _plan
 from .autograd import Gemm, LinearFn
 from .autograd import gemm as _gemm
@@ -109,6 +117,34 @@ def _needs_grad(a: Tensor, b: Tensor, bias: Optional[Tensor]) -> bool:
         bias is not None and bias.requires_grad))
 
 
+_TIER_CODES = _native.TIER_CODES
+_UNSET: Any = object()
+_native_ops: Any = _UNSET  # sgemm_bi.native.ops(), fetched on the first call
+
+
+def _native_call(a: Any, b: Any, bias: Any, tier: str, weight: bool) -> Optional[Tensor]:
+    """The call on the native op when it may take it: plain tensors that need no gradient,
+    outside autocast and tracing, ``a`` 1-D, 2-D or contiguous; None otherwise, or when the
+    op refuses (bad input: the full path raises the typed error)."""
+    global _native_ops
+    ops = _native_ops
+    if ops is _UNSET:
+        ops = _native_ops = _native.ops()
+    if ops is None or type(a) not in _PLAIN or type(b) not in _PLAIN or (
+            bias is not None and type(bias) not in _PLAIN) or a.is_meta:
+        return None
+    code = _TIER_CODES.get(tier) if isinstance(tier, str) else None
+    if code is None or _needs_grad(a, b, bias) or _any_autocast() or _is_compiling() or (
+            a.dim() > 2 and not a.is_contiguous()):
+        return None
+    try:
+        if bias is None:
+            return ops[0](a, b, code, weight)  # type: ignore[no-any-return]
+        return ops[1](a, b, bias, code, weight)  # type: ignore[no-any-return]
+    except RuntimeError:
+        return None
+
+
 def _launch(short: _Shortcut, a: Tensor, b: Tensor, bias: Optional[Tensor]) -> Tensor:
     c = torch.empty(short.shape, dtype=short.plan.dtype, device=a.device)
     _plan.launch(short.plan, a, b, bias, c)
@@ -136,6 +172,10 @@ def matmul(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, *, tier: str = T
     (see :mod:`sgemm_bi.autograd`). Rows of the result never depend on the number of rows or
     on the batch size (batch invariance).
     """
+    if tensor_cores is None and getattr(b, "ndim", 0) == 2:
+        out = _native_call(a, b, bias, tier, False)
+        if out is not None:
+            return out
     tier = pick_tier(tier, tensor_cores)
     if _fast(a, b, bias):
         key = _key("matmul", a, b, bias, tier)
@@ -240,6 +280,10 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
     layout, and the bias gradient is the fixed-order column sum of
     :func:`sgemm_bi.autograd.bias_grad`.
     """
+    if tensor_cores is None:
+        out = _native_call(x, weight, bias, tier, True)
+        if out is not None:
+            return out
     tier = pick_tier(tier, tensor_cores)
     if _fast(x, weight, bias):
         key = _key("linear", x, weight, bias, tier)

@@ -11,15 +11,19 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
 from . import _capi
 
-__all__ = ["install", "uninstall", "available", "engine_calls"]
+__all__ = ["install", "uninstall", "available", "engine_calls", "ops", "TIER_CODES"]
 
-_TIERS = {"auto": 0, "scalar": 1, "tensor_cores": 2}
+TIER_CODES = {"auto": 0, "scalar": 1, "tensor_cores": 2}
+"""The ``tier`` argument of ``sgemm_bi::matmul`` / ``matmul_bias`` for each tier name."""
+_TIERS = TIER_CODES
+_UNSET: Any = object()
+_ops: Any = _UNSET
 _installed = False
 KEYS = {1: "CPU", 2: "CUDA"}
 
@@ -45,6 +49,36 @@ def available() -> bool:
         return False
 
 
+def _paths() -> tuple[bytes, Optional[bytes]]:
+    cpu = _libtorch_cpu()
+    assert cpu is not None
+    cuda = _libtorch("cuda") if torch.version.cuda else None
+    return cpu.encode(), cuda.encode() if cuda else None
+
+
+def ops() -> Optional[tuple[Any, Any]]:
+    """``torch.ops.sgemm_bi.matmul.default`` and ``matmul_bias.default``, the native ops
+    (defined by the library on the first call, for the process), or None where the native
+    kernels are not available. ``matmul(a, b, tier, weight)``: ``a`` ``[..., K]`` (rows
+    contiguous past two dimensions), ``b`` ``[K, N]`` or with ``weight`` the ``[N, K]``
+    weight of ``F.linear``; ``matmul_bias(a, b, bias, tier, weight)`` adds an ``[N]`` bias
+    of the inputs' dtype or float32. ``tier`` is a :data:`TIER_CODES` value. They raise
+    ``RuntimeError`` for anything else: the callers check first, or fall back to the Python
+    path, which raises the typed error."""
+    global _ops
+    if _ops is not _UNSET:
+        return _ops
+    _ops = None
+    if available():
+        fn = _capi.library().sgemm_bi_torch_ops
+        fn.restype = ctypes.c_uint32
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint32)]
+        keys = ctypes.c_uint32(0)
+        if fn(*_paths(), ctypes.byref(keys)) == 0:
+            _ops = (torch.ops.sgemm_bi.matmul.default, torch.ops.sgemm_bi.matmul_bias.default)
+    return _ops
+
+
 def install(tier: str) -> frozenset[str]:
     """Registers the native kernels (or sets their tier when they are registered); returns
     the dispatch keys that have them (``"CPU"``, and ``"CUDA"`` where torch has CUDA)."""
@@ -54,12 +88,9 @@ def install(tier: str) -> frozenset[str]:
     fn.restype = ctypes.c_uint32
     fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32,
                    ctypes.POINTER(ctypes.c_uint32)]
-    cpu = _libtorch_cpu()
-    assert cpu is not None
-    cuda = _libtorch("cuda") if torch.version.cuda else None
+    cpu, cuda = _paths()
     keys = ctypes.c_uint32(0)
-    status = fn(cpu.encode(), cuda.encode() if cuda else None, _TIERS[tier],
-                ctypes.byref(keys))
+    status = fn(cpu, cuda, _TIERS[tier], ctypes.byref(keys))
     if status:
         raise RuntimeError(f"sgemm_bi: the native kernels could not be installed: "
                            f"{_capi.last_error_message()}")

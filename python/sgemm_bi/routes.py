@@ -38,6 +38,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch import Tensor
 
+from . import native as _native
 from . import plan as _plan
 from .checks import TORCH_DTYPES
 from .functional import linear as _linear_fn
@@ -48,6 +49,7 @@ tier: str = "auto"
 """The tier of the routes: set by :mod:`sgemm_bi.dispatch` (the innermost active mode's)."""
 
 _PLAIN = (Tensor, torch.nn.Parameter)
+_TIER_CODES = _native.TIER_CODES
 _F32 = torch.float32
 
 
@@ -104,7 +106,7 @@ def _addmm_value(c: Tensor, a: Tensor, b: Tensor, beta: Any, alpha: Any) -> Tens
 
 
 def _addmm_kernel(dims: int, torch_kernel: Any, native_bias: Any = None) -> Callable[..., Any]:
-    """``native_bias``: ``sgemm_bi::addmm_bias`` where the key's kernels are native (2-D
+    """``native_bias``: ``sgemm_bi::matmul_bias`` where the key's kernels are native (2-D
     only), which runs the bias path with no more Python."""
     def kernel(ks: Any, c: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1,
                alpha: Any = 1) -> Tensor:
@@ -113,7 +115,7 @@ def _addmm_kernel(dims: int, torch_kernel: Any, native_bias: Any = None) -> Call
             if native_bias is not None and beta == 1 and alpha == 1:
                 vec = _bias_vector(c, b.shape[-1])
                 if vec is not None:
-                    return native_bias(vec, a, b)
+                    return native_bias(a, b, vec, _TIER_CODES[tier], False)
             return _addmm_value(c, a, b, beta, alpha)
         return torch_kernel.call_boxed(ks, c, a, b, beta=beta, alpha=alpha)
 
@@ -209,12 +211,13 @@ def kernels(linear: bool = False, native: frozenset[str] = frozenset(),
     """(op, dispatch key, kernel) for every registration of the mode; ``linear`` adds the
     ``linear`` kernels on the autograd keys (``bias_grad="engine"``); on the keys in
     ``native`` (whose mm and bmm are :mod:`sgemm_bi.native`'s), ``addmm``'s bias path calls
-    the native ``sgemm_bi::addmm_bias``. Each kernel falls back to torch's kernel of its
+    the native ``sgemm_bi::matmul_bias``. Each kernel falls back to torch's kernel of its
     key, fetched now: call this before registering any Python route (only the native mm and
     bmm, which no route falls back to, may be registered already), so that the fallbacks
     are torch's own and never one of these."""
     out = []
-    native_bias = torch.ops.sgemm_bi.addmm_bias.default if native else None
+    ops = _native.ops() if native else None
+    native_bias = ops[1] if ops is not None else None
     for backend, autograd in (("CPU", "AutogradCPU"), ("CUDA", "AutogradCUDA")):
         try:
             theirs = {op: torch.library.get_kernel(f"aten::{op}", backend) for op in _OPS}

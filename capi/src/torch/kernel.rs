@@ -178,9 +178,10 @@ impl Natives {
         unsafe { self.view(c) }
     }
 
-    /// A new contiguous tensor of `sizes` (at most three dimensions) on a tensor's device.
+    /// A new contiguous tensor of `sizes` (at most `MAX_DIMS` dimensions) on a tensor's
+    /// device.
     fn empty(&self, sizes: &[i64], like: &View) -> Result<TensorHandle, String> {
-        let mut strides = [1i64; 3];
+        let mut strides = [1i64; MAX_DIMS];
         let strides = &mut strides[..sizes.len()];
         for i in (0..sizes.len().saturating_sub(1)).rev() {
             strides[i] = strides[i + 1] * sizes[i + 1].max(1);
@@ -204,59 +205,138 @@ impl Natives {
         Ok(out)
     }
 
-    /// `a @ b (+ bias)` for `dims`-D operands (2: mm, 3: bmm) on the engine when it takes
-    /// the call: a new handle, or None for a call that is torch's (another dtype or device,
-    /// mixed dtypes, shapes that do not multiply, a bias that is not an `[n]` vector of the
-    /// operands' dtype and device: torch's kernel computes it or raises its error).
-    ///
-    /// # Safety
-    /// `a`, `b` and `bias` are live tensor handles that the caller holds until this returns.
-    pub unsafe fn take(
+    /// The engine's plan of a call when it takes it; None for a call that is torch's
+    /// (another dtype or device, mixed dtypes, shapes that do not multiply, a bias that is
+    /// not an `[n]` vector of the operands' dtype (or f32 for `Matmul`) and device).
+    fn plan<'v>(
         &self,
-        a: TensorHandle,
-        b: TensorHandle,
-        bias: Option<TensorHandle>,
-        dims: usize,
+        call: &Call,
+        (va, vb): (&'v View<'v>, &'v View<'v>),
+        vbias: Option<&'v View<'v>>,
         key: Key,
-    ) -> Result<Option<TensorHandle>, String> {
-        // SAFETY: the contract: the handles outlive this call.
-        let (va, vb) = unsafe { (self.view(a)?, self.view(b)?) };
-        // SAFETY: as above.
-        let vbias = match bias {
-            Some(t) => Some(unsafe { self.view(t)? }),
-            None => None,
-        };
+    ) -> Option<Planned<'v>> {
+        let dt = self.dtypes.iter().find(|d| d.0 == va.dtype).map(|d| d.1)?;
         let device_type = match key {
             Key::Cpu => self.cpu,
             Key::Cuda => self.cuda_type,
         };
-        let multiplies = va.sizes.len() == dims
-            && vb.sizes.len() == dims
-            && va.sizes[dims - 1] == vb.sizes[dims - 2]
-            && (dims == 2 || va.sizes[0] == vb.sizes[0]);
         let one_device = va.device_type == device_type
             && vb.device_type == device_type
             && va.device_index == vb.device_index
             && (key == Key::Cpu || (0..MAX_CUDA_DEVICES as i32).contains(&va.device_index));
-        let bias_fits = vbias.as_ref().is_none_or(|v| {
-            v.sizes == [vb.sizes[dims - 1]]
-                && v.dtype == va.dtype
-                && v.device_type == va.device_type
-                && v.device_index == va.device_index
-        });
-        let dtype = self.dtypes.iter().find(|d| d.0 == va.dtype).map(|d| d.1);
-        match dtype {
-            Some(dt) if multiplies && one_device && bias_fits && va.dtype == vb.dtype => {
-                let bias = bias.zip(vbias);
-                self.on_engine((a, &va), (b, &vb), bias, dims, dt, key)
-                    .map(Some)
+        if !one_device || vb.dtype != va.dtype {
+            return None;
+        }
+        let (sa, sb) = (va.sizes, vb.sizes);
+        let mut shape = [0i64; MAX_DIMS];
+        let planned = match call.kind {
+            Kind::Mm | Kind::Bmm => {
+                let dims = if matches!(call.kind, Kind::Mm) { 2 } else { 3 };
+                let multiplies = sa.len() == dims
+                    && sb.len() == dims
+                    && sa[dims - 1] == sb[dims - 2]
+                    && (dims == 2 || sa[0] == sb[0]);
+                if !multiplies {
+                    return None;
+                }
+                let (m, k, n) = (sa[dims - 2], sa[dims - 1], sb[dims - 1]);
+                let batch = if dims == 3 { sa[0] } else { 1 };
+                shape[..dims].copy_from_slice(&[batch, m, n][3 - dims..]);
+                Planned {
+                    m,
+                    k,
+                    n,
+                    batch,
+                    a: Side::new(va, dims, false),
+                    b: Side::new(vb, dims, false),
+                    dims,
+                    shape,
+                    bias: None,
+                    dt,
+                }
             }
-            _ => Ok(None),
+            Kind::Matmul { weight } => {
+                // `a` is `[..., K]`, read as its rows: any layout in 1-D and 2-D, contiguous
+                // rows past that; `b` is `[K, N]`, or the weight `[N, K]` read transposed.
+                let d = sa.len();
+                if d == 0 || d > MAX_DIMS || sb.len() != 2 {
+                    return None;
+                }
+                let k = sa[d - 1];
+                let (bk, n) = if weight {
+                    (sb[1], sb[0])
+                } else {
+                    (sb[0], sb[1])
+                };
+                if bk != k || (d > 2 && !contiguous(va)) {
+                    return None;
+                }
+                let m = sa[..d - 1].iter().product::<i64>();
+                shape[..d - 1].copy_from_slice(&sa[..d - 1]);
+                shape[d - 1] = n;
+                let a = if d == 2 {
+                    Side::new(va, 2, false)
+                } else {
+                    Side::rows(va)
+                };
+                Planned {
+                    m,
+                    k,
+                    n,
+                    batch: 1,
+                    a,
+                    b: Side::new(vb, 2, weight),
+                    dims: d,
+                    shape,
+                    bias: None,
+                    dt,
+                }
+            }
+        };
+        let bias = match vbias {
+            None => None,
+            Some(v) => {
+                let bias_dt = if v.dtype == va.dtype {
+                    dt
+                } else if matches!(call.kind, Kind::Matmul { .. }) && v.dtype == self.dtypes[0].0 {
+                    DType::F32
+                } else {
+                    return None;
+                };
+                let fits = v.sizes == [planned.n]
+                    && v.device_type == va.device_type
+                    && v.device_index == va.device_index;
+                if !fits {
+                    return None;
+                }
+                Some((v, bias_dt))
+            }
+        };
+        Some(Planned { bias, ..planned })
+    }
+
+    /// Runs a call on the engine when it takes it: a new handle, or None for a call that is
+    /// torch's (see [`Natives::plan`]).
+    ///
+    /// # Safety
+    /// The call's handles are live, and the caller holds them until this returns.
+    pub unsafe fn take(&self, call: &Call, key: Key) -> Result<Option<TensorHandle>, String> {
+        // SAFETY: the contract: the handles outlive this call.
+        let (va, vb) = unsafe { (self.view(call.a)?, self.view(call.b)?) };
+        // SAFETY: as above.
+        let vbias = match call.bias {
+            Some(t) => Some(unsafe { self.view(t)? }),
+            None => None,
+        };
+        match self.plan(call, (&va, &vb), vbias.as_ref(), key) {
+            Some(p) => self.on_engine(call, &p, key).map(Some),
+            None => Ok(None),
         }
     }
 
-    /// torch's own kernel of the op on `key`: a new handle. May unwind with torch's C++
-    /// exception (its checks), which must reach torch: never call it inside `catch_unwind`.
+    /// torch's own kernel of `aten::mm` (`dims` 2) or `aten::bmm` (3) on `key`: a new
+    /// handle. May unwind with torch's C++ exception (its checks), which must reach torch:
+    /// never call it inside `catch_unwind`.
     ///
     /// # Safety
     /// As for [`Natives::take`]; `key` is Cuda only when `self.cuda` is set.
@@ -293,15 +373,31 @@ impl Natives {
         Ok(out)
     }
 
-    fn on_engine(
+    /// An operand as the engine reads it: in place when its strides fit a layout, else a
+    /// contiguous copy (held in `owned`; on a GPU made on the current stream, so freeing it
+    /// after the launch is stream-ordered).
+    fn operand(
         &self,
-        (a, va): (TensorHandle, &View),
-        (b, vb): (TensorHandle, &View),
-        bias: Option<(TensorHandle, View)>,
-        dims: usize,
+        side: &Side,
+        (rows, cols): (i64, i64),
         dt: DType,
-        key: Key,
-    ) -> Result<TensorHandle, String> {
+        owned: &mut Vec<TensorHandle>,
+    ) -> Result<(Operand, *mut c_void), String> {
+        if let Some(op) = side.layout(rows, cols, dt) {
+            return Ok((op, side.view.data));
+        }
+        let handle = side.handle.ok_or("an operand without its handle")?;
+        let copy = self.copy(handle, owned)?;
+        let side = Side {
+            view: &copy,
+            ..*side
+        };
+        let op = side.layout(rows, cols, dt).ok_or("a copy with no layout")?;
+        Ok((op, copy.data))
+    }
+
+    fn on_engine(&self, call: &Call, p: &Planned, key: Key) -> Result<TensorHandle, String> {
+        let va = p.a.view;
         let index = va.device_index.max(0) as usize;
         let engine = self.engine(key, index)?;
         let stream = match (key, &self.cuda) {
@@ -316,37 +412,28 @@ impl Natives {
             }
             (Key::Cuda, None) => unreachable!("CUDA kernels are registered only with its shim"),
         };
-        let tier = match (TIER.load(Ordering::Relaxed), key) {
+        let tier = match (
+            call.tier.unwrap_or_else(|| TIER.load(Ordering::Relaxed)),
+            key,
+        ) {
             (1, _) | (0, Key::Cpu) => Tier::Scalar,
             (2, _) => Tier::TensorCores,
             // auto on a GPU: tensor cores for bf16/f16 where the device has them.
-            _ if dt != DType::F32 && engine.supports(Tier::TensorCores) => Tier::TensorCores,
+            _ if p.dt != DType::F32 && engine.supports(Tier::TensorCores) => Tier::TensorCores,
             _ => Tier::Scalar,
         };
-        let (m, k, n) = (va.sizes[dims - 2], va.sizes[dims - 1], vb.sizes[dims - 1]);
-        let batch = if dims == 3 { va.sizes[0] } else { 1 };
-        // Operands whose strides fit no layout are copied (a contiguous clone; on a GPU,
-        // on the current stream, so freeing it after the launch is stream-ordered).
+        let (m, k, n) = (p.m, p.k, p.n);
         let mut owned = Vec::new();
-        let operand = |t: TensorHandle,
-                       v: &View,
-                       rows: i64,
-                       cols: i64,
-                       owned: &mut Vec<TensorHandle>|
-         -> Result<(Operand, *mut c_void), String> {
-            if let Some(op) = layout(v, rows, cols, dt, dims) {
-                return Ok((op, v.data));
-            }
-            let vc = self.copy(t, owned)?;
-            let op = layout(&vc, rows, cols, dt, dims).ok_or("a clone with no layout")?;
-            Ok((op, vc.data))
-        };
-        let run = |(ao, ap): (Operand, *mut c_void),
-                   (bo, bp): (Operand, *mut c_void),
-                   bias: *const c_void|
-         -> Result<TensorHandle, String> {
-            let shape = [batch, m, n];
-            let out = self.empty(&shape[3 - dims..], va)?;
+        let mut run = || -> Result<TensorHandle, String> {
+            let (ao, ap) = self.operand(&p.a.with(call.a), (m, k), p.dt, &mut owned)?;
+            let (bo, bp) = self.operand(&p.b.with(call.b), (k, n), p.dt, &mut owned)?;
+            // The engine reads the bias as `n` consecutive elements.
+            let bias = match (p.bias, call.bias) {
+                (Some((v, _)), _) if n <= 1 || v.strides[0] == 1 => v.data.cast_const(),
+                (Some(_), Some(t)) => self.copy(t, &mut owned)?.data.cast_const(),
+                _ => std::ptr::null(),
+            };
+            let out = self.empty(&p.shape[..p.dims], va)?;
             let mut data = std::ptr::null_mut();
             // SAFETY: `out` is live.
             unsafe { (self.shim.aoti_torch_get_data_ptr)(out, &mut data) };
@@ -354,18 +441,18 @@ impl Natives {
                 m: m as usize,
                 n: n as usize,
                 k: k as usize,
-                batch: batch as usize,
+                batch: p.batch as usize,
                 a: ao,
                 b: bo,
-                bias: (!bias.is_null()).then_some(dt),
+                bias: p.bias.map(|(_, dt)| dt),
                 c: Output {
-                    mode: OutputMode::Overwrite(dt),
+                    mode: OutputMode::Overwrite(p.dt),
                     ldc: (n as usize).max(1),
-                    batch_stride: if batch > 1 { (m * n) as usize } else { 0 },
+                    batch_stride: if p.batch > 1 { (m * n) as usize } else { 0 },
                 },
                 tier,
             };
-            let p = GemmPointers {
+            let pointers = GemmPointers {
                 a: ap,
                 b: bp,
                 bias,
@@ -377,7 +464,7 @@ impl Natives {
             // the call (torch holds the arguments; on a GPU the launch is ordered on
             // torch's current stream, like torch's own kernel's; the CPU engine completes
             // before returning).
-            match unsafe { engine.gemm(&g, p, Stream(stream)) } {
+            match unsafe { engine.gemm(&g, pointers, Stream(stream)) } {
                 Ok(()) => Ok(out),
                 Err(e) => {
                     self.delete(out);
@@ -385,18 +472,7 @@ impl Natives {
                 }
             }
         };
-        let prepared = || {
-            let ao = operand(a, va, m, k, &mut owned)?;
-            let bo = operand(b, vb, k, n, &mut owned)?;
-            // The engine reads the bias as `n` consecutive elements.
-            let bias = match bias {
-                None => std::ptr::null(),
-                Some((_, v)) if n <= 1 || v.strides[0] == 1 => v.data.cast_const(),
-                Some((t, _)) => self.copy(t, &mut owned)?.data.cast_const(),
-            };
-            run(ao, bo, bias)
-        };
-        let r = prepared();
+        let r = run();
         if r.is_ok() {
             ENGINE_CALLS.fetch_add(1, Ordering::Relaxed);
         }
@@ -407,34 +483,143 @@ impl Natives {
     }
 }
 
-/// The operand of `rows × cols` matrices (the last two dimensions of `v`) when its strides
-/// lay them out row- or column-major with a valid leading dimension; the batch stride from
-/// the first dimension of a 3-D view.
-fn layout(v: &View, rows: i64, cols: i64, dtype: DType, dims: usize) -> Option<Operand> {
-    let (sr, sc) = (v.strides[dims - 2], v.strides[dims - 1]);
-    let batch_stride = if dims == 3 && v.sizes[0] > 1 {
-        v.strides[0]
-    } else {
-        0
-    };
-    if batch_stride < 0 {
-        return None;
+/// The most dimensions of a `sgemm_bi::matmul` operand `a` (and its result).
+const MAX_DIMS: usize = 8;
+
+/// Whether a view's elements are laid out contiguously in its order (size-1 dimensions may
+/// have any stride), which lets `[..., K]` be read as `[rows, K]` rows.
+fn contiguous(v: &View) -> bool {
+    let mut expected = 1;
+    for (&size, &stride) in v.sizes.iter().zip(v.strides).rev() {
+        if size != 1 && stride != expected {
+            return false;
+        }
+        expected *= size;
     }
-    let (layout, ld) = if rows == 0 || cols == 0 {
-        (Layout::RowMajor, cols.max(1))
-    } else if (cols == 1 || sc == 1) && (rows == 1 || sr >= cols) {
-        (Layout::RowMajor, if rows > 1 { sr } else { cols })
-    } else if (rows == 1 || sr == 1) && (cols == 1 || sc >= rows) {
-        (Layout::ColMajor, if cols > 1 { sc } else { rows })
-    } else {
-        return None;
-    };
-    Some(Operand {
-        dtype,
-        layout,
-        ld: ld as usize,
-        batch_stride: batch_stride as usize,
-    })
+    true
+}
+
+/// What a kernel computes.
+#[derive(Clone, Copy)]
+pub enum Kind {
+    /// `aten::mm(self, mat2)`.
+    Mm,
+    /// `aten::bmm(self, mat2)`.
+    Bmm,
+    /// `sgemm_bi::matmul` / `matmul_bias`: `a @ b (+ bias)` of `a` `[..., K]` and `b`
+    /// `[K, N]`, or with `weight` `b` the `[N, K]` weight of `F.linear` read transposed.
+    Matmul { weight: bool },
+}
+
+/// One call's arguments (their handles are the kernel's, deleted by it).
+pub struct Call {
+    pub kind: Kind,
+    pub a: TensorHandle,
+    pub b: TensorHandle,
+    pub bias: Option<TensorHandle>,
+    /// The call's own tier (`sgemm_bi_tier` + auto); None: the mode's (`TIER`).
+    pub tier: Option<u32>,
+}
+
+/// How an operand's matrices are read from its view.
+#[derive(Clone, Copy)]
+struct Side<'v> {
+    view: &'v View<'v>,
+    /// The handle the view is of (set for the copy of a matrix that fits no layout).
+    handle: Option<TensorHandle>,
+    /// The matrices are the last two dimensions of a `dims`-D view.
+    dims: usize,
+    /// Read transposed (a weight `[N, K]` as the `[K, N]` operand).
+    transposed: bool,
+    /// The view's `[..., K]` read as `rows × K` contiguous rows.
+    flat_rows: bool,
+}
+
+impl<'v> Side<'v> {
+    fn new(view: &'v View<'v>, dims: usize, transposed: bool) -> Self {
+        Side {
+            view,
+            handle: None,
+            dims,
+            transposed,
+            flat_rows: false,
+        }
+    }
+
+    fn rows(view: &'v View<'v>) -> Self {
+        Side {
+            flat_rows: true,
+            ..Side::new(view, view.sizes.len(), false)
+        }
+    }
+
+    fn with(&self, handle: TensorHandle) -> Self {
+        Side {
+            handle: Some(handle),
+            ..*self
+        }
+    }
+
+    /// The operand of `rows × cols` matrices when the strides lay them out row- or
+    /// column-major with a valid leading dimension; the batch stride from the first
+    /// dimension of a 3-D view.
+    fn layout(&self, rows: i64, cols: i64, dtype: DType) -> Option<Operand> {
+        let v = self.view;
+        if self.flat_rows {
+            // Contiguous rows (checked when planned): row-major, ld = K.
+            return Some(Operand {
+                dtype,
+                layout: Layout::RowMajor,
+                ld: cols.max(1) as usize,
+                batch_stride: 0,
+            });
+        }
+        let d = self.dims;
+        let (sr, sc) = match (d, self.transposed) {
+            // A 1-D view is one row.
+            (1, _) => (cols.max(1), v.strides[0]),
+            (_, false) => (v.strides[d - 2], v.strides[d - 1]),
+            (_, true) => (v.strides[d - 1], v.strides[d - 2]),
+        };
+        let batch_stride = if d == 3 && v.sizes[0] > 1 {
+            v.strides[0]
+        } else {
+            0
+        };
+        if batch_stride < 0 {
+            return None;
+        }
+        let (layout, ld) = if rows == 0 || cols == 0 {
+            (Layout::RowMajor, cols.max(1))
+        } else if (cols == 1 || sc == 1) && (rows == 1 || sr >= cols) {
+            (Layout::RowMajor, if rows > 1 { sr } else { cols })
+        } else if (rows == 1 || sr == 1) && (cols == 1 || sc >= rows) {
+            (Layout::ColMajor, if cols > 1 { sc } else { rows })
+        } else {
+            return None;
+        };
+        Some(Operand {
+            dtype,
+            layout,
+            ld: ld as usize,
+            batch_stride: batch_stride as usize,
+        })
+    }
+}
+
+/// A call as the engine runs it.
+struct Planned<'v> {
+    m: i64,
+    k: i64,
+    n: i64,
+    batch: i64,
+    a: Side<'v>,
+    b: Side<'v>,
+    /// The result's dimensions (`shape[..dims]`).
+    dims: usize,
+    shape: [i64; MAX_DIMS],
+    bias: Option<(&'v View<'v>, DType)>,
+    dt: DType,
 }
 
 /// The arguments' handles, deleted when the kernel is done with them — also when torch's
@@ -454,59 +639,82 @@ impl Drop for Arguments<'_> {
     }
 }
 
-/// What a kernel computes.
+/// The operator a kernel is registered for.
 #[derive(Clone, Copy)]
 enum Op {
-    /// `aten::mm(self, mat2)`.
+    /// `aten::mm(Tensor self, Tensor mat2)`.
     Mm,
-    /// `aten::bmm(self, mat2)`.
+    /// `aten::bmm(Tensor self, Tensor mat2)`.
     Bmm,
-    /// `sgemm_bi::addmm_bias(bias, mat1, mat2)`: `mat1 @ mat2 + bias` of 2-D matrices and
-    /// an `[n]` bias, all of one dtype and device — the bias path of the mode's `addmm`
-    /// route, which calls it only with such arguments.
-    AddmmBias,
+    /// `sgemm_bi::matmul(Tensor a, Tensor b, int tier, bool weight)`.
+    Matmul,
+    /// `sgemm_bi::matmul_bias(Tensor a, Tensor b, Tensor bias, int tier, bool weight)`.
+    MatmulBias,
 }
 
 /// The body of every boxed kernel.
 ///
 /// # Safety
-/// torch's boxed-kernel contract: `stack` holds the arguments' owned tensor handles (two,
-/// or three for `AddmmBias`) and receives the result's; the kernels are registered only
-/// after `NATIVES` is set.
+/// torch's boxed-kernel contract: `stack` holds the arguments of `op`'s schema (tensors as
+/// owned handles, an int as an `i64`, a bool in the low byte) and receives the result's
+/// handle; the kernels are registered only after `NATIVES` is set.
 unsafe fn boxed(stack: *mut u64, op: Op, key: Key) {
     let natives = NATIVES.get().expect("registered only after NATIVES is set");
-    let count = if matches!(op, Op::AddmmBias) { 3 } else { 2 };
+    let tensors = match op {
+        Op::MatmulBias => 3,
+        _ => 2,
+    };
     let mut handles = [std::ptr::null_mut(); 3];
-    for (i, h) in handles[..count].iter_mut().enumerate() {
-        // SAFETY: the contract: `count` owned handles on the stack.
+    for (i, h) in handles[..tensors].iter_mut().enumerate() {
+        // SAFETY: the contract: `tensors` owned handles first on the stack.
         *h = unsafe { *stack.add(i) } as TensorHandle;
     }
     let args = Arguments {
         natives,
         handles,
-        count,
+        count: tensors,
     };
-    let (a, b, bias, dims) = match op {
-        Op::Mm => (handles[0], handles[1], None, 2),
-        Op::Bmm => (handles[0], handles[1], None, 3),
-        Op::AddmmBias => (handles[1], handles[2], Some(handles[0]), 2),
+    let call = match op {
+        Op::Mm | Op::Bmm => Call {
+            kind: if matches!(op, Op::Mm) {
+                Kind::Mm
+            } else {
+                Kind::Bmm
+            },
+            a: handles[0],
+            b: handles[1],
+            bias: None,
+            tier: None,
+        },
+        Op::Matmul | Op::MatmulBias => {
+            // SAFETY: the contract: the int and the bool follow the tensors.
+            let (tier, weight) = unsafe { (*stack.add(tensors), *stack.add(tensors + 1)) };
+            Call {
+                kind: Kind::Matmul {
+                    weight: weight & 0xff != 0,
+                },
+                a: handles[0],
+                b: handles[1],
+                bias: (tensors == 3).then_some(handles[2]),
+                tier: Some(tier.min(3) as u32),
+            }
+        }
     };
     // SAFETY: the handles are deleted only after the calls (by `args`).
-    let taken = catch_unwind(AssertUnwindSafe(|| unsafe {
-        natives.take(a, b, bias, dims, key)
-    }));
-    let result = match taken {
-        Ok(Ok(Some(out))) => Ok(out),
+    let taken = catch_unwind(AssertUnwindSafe(|| unsafe { natives.take(&call, key) }));
+    let result = match (taken, call.kind) {
+        (Ok(Ok(Some(out))), _) => Ok(out),
         // Outside catch_unwind: torch's exception must pass through to torch.
         // SAFETY: as above.
-        Ok(Ok(None)) if bias.is_none() => unsafe { natives.torch_kernel(a, b, dims, key) },
-        Ok(Ok(None)) => Err(
-            "sgemm_bi::addmm_bias takes 2-D matrices that multiply and an \
-                             [n] bias, all of one engine dtype and device"
-                .to_owned(),
-        ),
-        Ok(Err(message)) => Err(message),
-        Err(_) => Err("sgemm_bi: a panic in a native kernel".to_owned()),
+        (Ok(Ok(None)), Kind::Mm) => unsafe { natives.torch_kernel(call.a, call.b, 2, key) },
+        // SAFETY: as above.
+        (Ok(Ok(None)), Kind::Bmm) => unsafe { natives.torch_kernel(call.a, call.b, 3, key) },
+        (Ok(Ok(None)), Kind::Matmul { .. }) => Err("sgemm_bi::matmul takes a [..., K] (rows \
+            contiguous past two dimensions) and a [K, N] or weight [N, K] of one engine dtype \
+            and device, and an [N] bias of that dtype or float32"
+            .to_owned()),
+        (Ok(Err(message)), _) => Err(message),
+        (Err(_), _) => Err("sgemm_bi: a panic in a native kernel".to_owned()),
     };
     drop(args);
     match result {
@@ -532,7 +740,9 @@ macro_rules! kernel {
 
 kernel!(mm_cpu, Op::Mm, Key::Cpu);
 kernel!(bmm_cpu, Op::Bmm, Key::Cpu);
-kernel!(addmm_bias_cpu, Op::AddmmBias, Key::Cpu);
+kernel!(matmul_cpu, Op::Matmul, Key::Cpu);
+kernel!(matmul_bias_cpu, Op::MatmulBias, Key::Cpu);
 kernel!(mm_cuda, Op::Mm, Key::Cuda);
 kernel!(bmm_cuda, Op::Bmm, Key::Cuda);
-kernel!(addmm_bias_cuda, Op::AddmmBias, Key::Cuda);
+kernel!(matmul_cuda, Op::Matmul, Key::Cuda);
+kernel!(matmul_bias_cuda, Op::MatmulBias, Key::Cuda);
