@@ -18,7 +18,7 @@ the autograd function (:class:`sgemm_bi.autograd.Gemm`, for ``linear``
 
 The native path, before the shortcut: where the library's native ops are available
 (:func:`sgemm_bi.native.ops`, Linux), a call that needs no gradient, outside autocast and
-tracing, with a 2-D ``b`` (``linear``'s weight) and ``a`` 1-D, 2-D or contiguous, runs on
+tracing, with a 2-D ``b`` (``linear``'s weight) and ``a`` 2-D or contiguous, runs on
 ``sgemm_bi::matmul`` / ``matmul_bias``: the same engine call, with its checks in Rust and no
 Python past this module. What the op refuses (bad input) takes the full path, which raises
 the typed error.
@@ -124,7 +124,7 @@ _native_ops: Any = _UNSET  # sgemm_bi.native.ops(), fetched on the first call
 
 def _native_call(a: Any, b: Any, bias: Any, tier: str, weight: bool) -> Optional[Tensor]:
     """The call on the native op when it may take it: plain tensors that need no gradient,
-    outside autocast and tracing, ``a`` 1-D, 2-D or contiguous; None otherwise, or when the
+    outside autocast and tracing, ``a`` 2-D or contiguous; None otherwise, or when the
     op refuses (bad input: the full path raises the typed error)."""
     global _native_ops
     ops = _native_ops
@@ -135,7 +135,7 @@ def _native_call(a: Any, b: Any, bias: Any, tier: str, weight: bool) -> Optional
         return None
     code = _TIER_CODES.get(tier) if isinstance(tier, str) else None
     if code is None or _needs_grad(a, b, bias) or _any_autocast() or _is_compiling() or (
-            a.dim() > 2 and not a.is_contiguous()):
+            a.dim() != 2 and not a.is_contiguous()):
         return None
     try:
         if bias is None:

@@ -59,8 +59,8 @@ def _paths() -> tuple[bytes, Optional[bytes]]:
 def ops() -> Optional[tuple[Any, Any]]:
     """``torch.ops.sgemm_bi.matmul.default`` and ``matmul_bias.default``, the native ops
     (defined by the library on the first call, for the process), or None where the native
-    kernels are not available. ``matmul(a, b, tier, weight)``: ``a`` ``[..., K]`` (rows
-    contiguous past two dimensions), ``b`` ``[K, N]`` or with ``weight`` the ``[N, K]``
+    kernels are not available. ``matmul(a, b, tier, weight)``: ``a`` ``[..., K]`` (contiguous
+    unless 2-D), ``b`` ``[K, N]`` or with ``weight`` the ``[N, K]``
     weight of ``F.linear``; ``matmul_bias(a, b, bias, tier, weight)`` adds an ``[N]`` bias
     of the inputs' dtype or float32. ``tier`` is a :data:`TIER_CODES` value. They raise
     ``RuntimeError`` for anything else: the callers check first, or fall back to the Python

@@ -58,14 +58,19 @@ def test_calls_without_gradients_run_natively_with_the_python_path_s_bits(
 
 
 def test_what_the_ops_do_not_take_runs_the_python_path(python_launches, gen) -> None:
-    """A gradient, a non-contiguous N-D x, a batched b: the Python path."""
+    """A gradient, a non-contiguous N-D or 1-D x, a batched b: the Python path (and the op
+    itself refuses a strided 1-D x rather than read it as one contiguous row)."""
     x = rand((2, 5, 24), torch.float32, gen)
     w = rand((12, 24), torch.float32, gen)
     before = native.engine_calls()
     sgemm_bi.linear(x.clone().requires_grad_(), w)
     sgemm_bi.linear(x.transpose(0, 1), w)
+    strided = sgemm_bi.linear(x[0, :, 0], w[:, :5])
     sgemm_bi.matmul(x, rand((2, 24, 3), torch.float32, gen))
-    assert native.engine_calls() == before and len(python_launches) == 3
+    assert native.engine_calls() == before and len(python_launches) == 4
+    assert_same_bits(strided, sgemm_bi.linear(x[0, :, 0].contiguous(), w[:, :5]), "1-D")
+    with pytest.raises(RuntimeError, match="contiguous"):
+        native.ops()[0](x[0, :, 0], w[:, :5], 0, True)
 
 
 def test_bad_input_raises_the_typed_errors(gen) -> None:

@@ -256,8 +256,8 @@ impl Natives {
                 }
             }
             Kind::Matmul { weight } => {
-                // `a` is `[..., K]`, read as its rows: any layout in 1-D and 2-D, contiguous
-                // rows past that; `b` is `[K, N]`, or the weight `[N, K]` read transposed.
+                // `a` is `[..., K]`, read as its rows: any layout in 2-D, contiguous otherwise
+                // (one row in 1-D); `b` is `[K, N]`, or the weight `[N, K]` read transposed.
                 let d = sa.len();
                 if d == 0 || d > MAX_DIMS || sb.len() != 2 {
                     return None;
@@ -268,7 +268,7 @@ impl Natives {
                 } else {
                     (sb[0], sb[1])
                 };
-                if bk != k || (d > 2 && !contiguous(va)) {
+                if bk != k || (d != 2 && !contiguous(va)) {
                     return None;
                 }
                 let m = sa[..d - 1].iter().product::<i64>();
@@ -575,11 +575,10 @@ impl<'v> Side<'v> {
             });
         }
         let d = self.dims;
-        let (sr, sc) = match (d, self.transposed) {
-            // A 1-D view is one row.
-            (1, _) => (cols.max(1), v.strides[0]),
-            (_, false) => (v.strides[d - 2], v.strides[d - 1]),
-            (_, true) => (v.strides[d - 1], v.strides[d - 2]),
+        let (sr, sc) = if self.transposed {
+            (v.strides[d - 1], v.strides[d - 2])
+        } else {
+            (v.strides[d - 2], v.strides[d - 1])
         };
         let batch_stride = if d == 3 && v.sizes[0] > 1 {
             v.strides[0]
@@ -709,10 +708,12 @@ unsafe fn boxed(stack: *mut u64, op: Op, key: Key) {
         (Ok(Ok(None)), Kind::Mm) => unsafe { natives.torch_kernel(call.a, call.b, 2, key) },
         // SAFETY: as above.
         (Ok(Ok(None)), Kind::Bmm) => unsafe { natives.torch_kernel(call.a, call.b, 3, key) },
-        (Ok(Ok(None)), Kind::Matmul { .. }) => Err("sgemm_bi::matmul takes a [..., K] (rows \
-            contiguous past two dimensions) and a [K, N] or weight [N, K] of one engine dtype \
+        (Ok(Ok(None)), Kind::Matmul { .. }) => {
+            Err("sgemm_bi::matmul takes a [..., K] (contiguous \
+            unless 2-D) and a [K, N] or weight [N, K] of one engine dtype \
             and device, and an [N] bias of that dtype or float32"
-            .to_owned()),
+                .to_owned())
+        }
         (Ok(Err(message)), _) => Err(message),
         (Err(_), _) => Err("sgemm_bi: a panic in a native kernel".to_owned()),
     };
