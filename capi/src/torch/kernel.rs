@@ -747,3 +747,76 @@ kernel!(mm_cuda, Op::Mm, Key::Cuda);
 kernel!(bmm_cuda, Op::Bmm, Key::Cuda);
 kernel!(matmul_cuda, Op::Matmul, Key::Cuda);
 kernel!(matmul_bias_cuda, Op::MatmulBias, Key::Cuda);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view<'t>(sizes: &'t [i64], strides: &'t [i64]) -> View<'t> {
+        View {
+            dtype: 0,
+            device_type: 0,
+            device_index: -1,
+            sizes,
+            strides,
+            data: std::ptr::null_mut(),
+        }
+    }
+
+    #[test]
+    fn contiguous_rows_ignore_the_strides_of_size_one_dimensions() {
+        assert!(contiguous(&view(&[2, 3, 4], &[12, 4, 1])));
+        assert!(contiguous(&view(&[2, 1, 4], &[4, 99, 1])));
+        assert!(contiguous(&view(&[5], &[1])));
+        assert!(!contiguous(&view(&[5], &[2])), "a strided row");
+        assert!(
+            !contiguous(&view(&[3, 2, 4], &[4, 12, 1])),
+            "batch dimensions swapped"
+        );
+        assert!(!contiguous(&view(&[2, 3, 4], &[24, 8, 1])), "padded rows");
+    }
+
+    #[test]
+    fn a_weight_is_read_transposed_in_place() {
+        // w [N = 3, K = 5] row-major is the [K, N] operand column-major with ld 5.
+        let w = view(&[3, 5], &[5, 1]);
+        let op = Side::new(&w, 2, true)
+            .layout(5, 3, DType::F32)
+            .expect("a layout");
+        assert_eq!(
+            (op.layout, op.ld, op.batch_stride),
+            (Layout::ColMajor, 5, 0)
+        );
+        // The same matrix given as [K, N] (w.t()), not transposed: the same operand.
+        let wt = view(&[5, 3], &[1, 5]);
+        let op2 = Side::new(&wt, 2, false)
+            .layout(5, 3, DType::F32)
+            .expect("a layout");
+        assert_eq!((op2.layout, op2.ld), (Layout::ColMajor, 5));
+    }
+
+    #[test]
+    fn layouts_follow_the_strides_and_refuse_what_fits_none() {
+        let padded = view(&[4, 6], &[8, 1]);
+        let op = Side::new(&padded, 2, false)
+            .layout(4, 6, DType::BF16)
+            .unwrap();
+        assert_eq!((op.layout, op.ld), (Layout::RowMajor, 8));
+        let strided = view(&[4, 6], &[12, 2]);
+        assert!(Side::new(&strided, 2, false)
+            .layout(4, 6, DType::BF16)
+            .is_none());
+        let batched = view(&[3, 4, 6], &[0, 6, 1]);
+        let op = Side::new(&batched, 3, false)
+            .layout(4, 6, DType::F16)
+            .unwrap();
+        assert_eq!(op.batch_stride, 0, "a broadcast batch reads one matrix");
+        let backwards = view(&[3, 4, 6], &[-24, 6, 1]);
+        assert!(Side::new(&backwards, 3, false)
+            .layout(4, 6, DType::F16)
+            .is_none());
+        let rows = view(&[2, 3, 6], &[18, 6, 1]);
+        let op = Side::rows(&rows).layout(6, 6, DType::F32).unwrap();
+        assert_eq!((op.layout, op.ld), (Layout::RowMajor, 6));
+    }
+}
