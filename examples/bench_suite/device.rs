@@ -84,24 +84,7 @@ impl Arena {
     /// `bytes` of uniform random values in [−0.5, 0.5) of type `dtype` (never zeros).
     fn random(bytes: usize, dtype: DType, seed: u64) -> Arena {
         let arena = Arena::alloc(bytes);
-        let mut s = seed;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        };
-        let pool: Vec<u8> = match dtype {
-            DType::F32 => (0..POOL_ELEMENTS)
-                .flat_map(|_| next().to_le_bytes())
-                .collect(),
-            DType::BF16 => (0..POOL_ELEMENTS)
-                .flat_map(|_| sgemm_bi::bf16::from_f32(next()).to_le_bytes())
-                .collect(),
-            DType::F16 => (0..POOL_ELEMENTS)
-                .flat_map(|_| sgemm_bi::f16::from_f32(next()).to_le_bytes())
-                .collect(),
-        };
+        let pool = crate::device_data::random_bytes(POOL_ELEMENTS, dtype, seed);
         let mut offset = 0;
         while offset < bytes {
             let len = pool.len().min(bytes - offset);

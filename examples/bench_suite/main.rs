@@ -37,6 +37,10 @@
 mod cublas;
 #[path = "../common/cublaslt.rs"]
 mod cublaslt;
+// Only its random data: the suite times with its own interleaved sampling.
+#[allow(dead_code)]
+#[path = "../common/device_data.rs"]
+mod device_data;
 
 mod cases;
 mod device;

@@ -31,9 +31,9 @@ pub fn median_ms(stream: sys::CUstream, reps: usize, mut f: impl FnMut()) -> f64
     times[times.len() / 2]
 }
 
-/// A device buffer of `len` uniform random values in [−0.5, 0.5) of type `dtype` (an
-/// xorshift stream from `seed`), uploaded before returning.
-pub fn random_device(len: usize, dtype: DType, seed: u64) -> u64 {
+/// `len` uniform random values in [−0.5, 0.5) of type `dtype` as little-endian bytes (an
+/// xorshift stream from `seed`: never zeros, the same values on every run).
+pub fn random_bytes(len: usize, dtype: DType, seed: u64) -> Vec<u8> {
     let mut s = seed;
     let mut next = move || {
         s ^= s << 13;
@@ -41,7 +41,7 @@ pub fn random_device(len: usize, dtype: DType, seed: u64) -> u64 {
         s ^= s << 17;
         (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
     };
-    let bytes: Vec<u8> = match dtype {
+    match dtype {
         DType::F32 => (0..len).flat_map(|_| next().to_le_bytes()).collect(),
         DType::BF16 => (0..len)
             .flat_map(|_| sgemm_bi::bf16::from_f32(next()).to_le_bytes())
@@ -49,7 +49,12 @@ pub fn random_device(len: usize, dtype: DType, seed: u64) -> u64 {
         DType::F16 => (0..len)
             .flat_map(|_| sgemm_bi::f16::from_f32(next()).to_le_bytes())
             .collect(),
-    };
+    }
+}
+
+/// A device buffer of `len` values of [`random_bytes`], uploaded before returning.
+pub fn random_device(len: usize, dtype: DType, seed: u64) -> u64 {
+    let bytes = random_bytes(len, dtype, seed);
     // SAFETY: a fresh allocation of at least `bytes.len()` bytes in the current context.
     unsafe {
         let p = result::malloc_sync(bytes.len().max(1)).unwrap();

@@ -21,7 +21,6 @@ __all__ = ["install", "uninstall", "available", "engine_calls", "ops", "TIER_COD
 
 TIER_CODES = {"auto": 0, "scalar": 1, "tensor_cores": 2}
 """The ``tier`` argument of ``sgemm_bi::matmul`` / ``matmul_bias`` for each tier name."""
-_TIERS = TIER_CODES
 _UNSET: Any = object()
 _ops: Any = _UNSET
 _installed = False
@@ -90,7 +89,7 @@ def install(tier: str) -> frozenset[str]:
                    ctypes.POINTER(ctypes.c_uint32)]
     cpu, cuda = _paths()
     keys = ctypes.c_uint32(0)
-    status = fn(cpu, cuda, _TIERS[tier], ctypes.byref(keys))
+    status = fn(cpu, cuda, TIER_CODES[tier], ctypes.byref(keys))
     if status:
         raise RuntimeError(f"sgemm_bi: the native kernels could not be installed: "
                            f"{_capi.last_error_message()}")
