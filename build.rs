@@ -84,14 +84,19 @@ const BUILD_LEVEL: i32 = 3;
 const TENSOR_MAP_PARAMS: &str = "sgemm_bi_hopper_";
 
 /// Launch bounds the PTX cannot get from Rust source: entry-name prefix, threads per block,
-/// blocks per SM. The scalar kernels run 256 threads (`scalar::config::THREADS`) and need two
-/// blocks per SM to hide latency, which caps them at 128 registers (ptxas fits them unspilled).
+/// blocks per SM (the first prefix that matches). The few-row scalar kernels run 128
+/// threads (`scalar::config::rows::THREADS`); two blocks per SM allow 255 registers, which
+/// the 64-row entries need (at 128 ptxas spills their unrolled stages), and 58–128 is what
+/// ptxas gives them all. The other scalar kernels run 256 threads
+/// (`scalar::config::THREADS`) and need two blocks per SM to hide latency, which caps them
+/// at 128 registers (ptxas fits them unspilled).
 /// The tensor-core kernels run 256 threads too (`tensor::config::THREADS`), two blocks per SM
 /// (2 × 80 KiB of shared memory fits sm_80's 164 KiB), so also at most 128 registers.
 /// The Hopper kernels run 384 threads (`hopper::config::THREADS`), one block per SM (they
 /// use most of its shared memory); the cap at entry lets `setmaxnreg` move registers from
 /// the producer warpgroup to the consumers.
 const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
+    ("sgemm_bi_scalar_rows_", 128, 2),
     ("sgemm_bi_scalar_", 256, 2),
     ("sgemm_bi_tc_", 256, 2),
     ("sgemm_bi_hopper_", 384, 1),

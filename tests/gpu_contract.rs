@@ -272,6 +272,94 @@ fn a_call_split_between_tile_widths_matches_cpu() {
     }
 }
 
+/// The few-row kernel (M ≤ 64, operands in 16-byte pieces; `kernels-gpu/src/scalar/rows.rs`)
+/// against the CPU, bit for bit: each of its four row counts per block, both B layouts,
+/// K that ends mid-group, mid-stage and after many stages, N past and short of a 32-column
+/// block, every output mode, with and without a bias, batched with a broadcast B, and a
+/// single column-major row of A.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_few_row_kernel_matches_cpu() {
+    let Some(gpu) = gpu_engine() else { return };
+    let cpu = Engine::new(Device::Cpu).unwrap();
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x5eed_0004);
+    let round8 = |x: usize| x.max(1).div_ceil(8) * 8;
+    let mut calls = 0;
+    for dtype in DTYPES {
+        for b_layout in LAYOUTS {
+            for m in [1, 3, 4, 5, 16, 17, 32, 33, 64] {
+                for (k, n) in [
+                    (1, 1),
+                    (7, 33),
+                    (8, 32),
+                    (129, 100),
+                    (1000, 264),
+                    (4099, 40),
+                ] {
+                    let mode = [
+                        OutputMode::Overwrite(dtype),
+                        OutputMode::Overwrite(DType::F32),
+                        OutputMode::AccumulateF32,
+                    ][calls % 3];
+                    let b_ld = round8(if b_layout == Layout::RowMajor { n } else { k });
+                    let batch = if calls % 5 == 0 { 3 } else { 1 };
+                    let g = Gemm {
+                        m,
+                        n,
+                        k,
+                        batch,
+                        a: Operand {
+                            dtype,
+                            layout: Layout::RowMajor,
+                            ld: round8(k),
+                            batch_stride: if batch > 1 { m * round8(k) } else { 0 },
+                        },
+                        b: Operand {
+                            dtype,
+                            layout: b_layout,
+                            ld: b_ld,
+                            batch_stride: 0,
+                        },
+                        bias: [None, Some(DType::F32), Some(dtype)][calls % 3],
+                        c: Output {
+                            mode,
+                            ldc: n + 1,
+                            batch_stride: if batch > 1 { m * (n + 1) } else { 0 },
+                        },
+                        tier: Tier::Scalar,
+                    };
+                    let p = Problem::random(g, &mut rng);
+                    let (want, got) = (p.on_cpu(&cpu), p.on_gpu(&gpu, &stream));
+                    if let Some((i, w, o)) = first_difference(&want, &got) {
+                        panic!("{g:?}: element {i} cpu {w:#x} gpu {o:#x}");
+                    }
+                    calls += 1;
+                }
+            }
+        }
+    }
+    // One row of A stored column-major (its elements adjacent: ld 1).
+    for dtype in DTYPES {
+        let g = Gemm {
+            a: Operand {
+                dtype,
+                layout: Layout::ColMajor,
+                ld: 1,
+                batch_stride: 0,
+            },
+            ..Gemm::dense(1, 96, 520, dtype)
+        };
+        let p = Problem::random(g, &mut rng);
+        let (want, got) = (p.on_cpu(&cpu), p.on_gpu(&gpu, &stream));
+        if let Some((i, w, o)) = first_difference(&want, &got) {
+            panic!("{g:?}: element {i} cpu {w:#x} gpu {o:#x}");
+        }
+        calls += 1;
+    }
+    println!("{calls} few-row calls identical on CPU and GPU");
+}
+
 /// Rows `r0..r0+m` of a big call against a call on just those rows (A offset by r0 rows).
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -279,13 +367,17 @@ fn rows_do_not_depend_on_the_batch_size() {
     let Some(gpu) = gpu_engine() else { return };
     let stream = RawStream::new();
     let mut rng = Rng::new(11);
-    for (dtype, big_m) in [
-        (DType::F32, 300),
-        (DType::BF16, 300),
-        (DType::F16, 300),
-        (DType::BF16, 4100),
+    // K = 257 leaves A's rows unaligned, so every slice takes the tiled kernels; K = 256
+    // lets slices of up to 64 rows take the few-row kernel, against the big call's tiles.
+    for (dtype, big_m, k) in [
+        (DType::F32, 300, 257),
+        (DType::BF16, 300, 257),
+        (DType::F16, 300, 257),
+        (DType::BF16, 4100, 257),
+        (DType::F32, 300, 256),
+        (DType::BF16, 300, 256),
     ] {
-        let (n, k) = (200, 257);
+        let n = 200;
         let g = Gemm {
             bias: Some(DType::F32),
             ..Gemm::dense(big_m, n, k, dtype)

@@ -148,6 +148,69 @@ fn scalar_tier_with_special_values_matches_the_cpu() {
         }
     }
     println!("scalar tier: {calls} calls identical to the CPU backend; {total}");
+}
+
+/// The few-row kernel (M ≤ 64 with operands in 16-byte pieces, `kernels-gpu/src/scalar/rows.rs`)
+/// with every plant of specials, both B layouts and every output mode: the CPU's bits. A
+/// chain that must stay −0.0 is one of the things it checks (no k step past K is taken).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn few_row_kernel_with_special_values_matches_the_cpu() {
+    let Some(gpu) = gpu_engine() else { return };
+    let cpu = Engine::new(Device::Cpu).unwrap();
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x5bec_0002);
+    let round8 = |x: usize| x.max(1).div_ceil(8) * 8;
+    let (mut calls, mut total) = (0, Reached::default());
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        for plan in PLANTS {
+            for &(m, n, k) in &[
+                (1, 40, 16),
+                (4, 64, 130),
+                (16, 96, 33),
+                (32, 48, 100),
+                (64, 32, 264),
+            ] {
+                for b_layout in LAYOUTS {
+                    let mode = [
+                        OutputMode::Overwrite(DType::F32),
+                        OutputMode::Overwrite(dtype),
+                        OutputMode::AccumulateF32,
+                    ][calls % 3];
+                    let b_ld = round8(if b_layout == Layout::RowMajor { n } else { k });
+                    let g = Gemm {
+                        a: Operand {
+                            ld: round8(k),
+                            ..operand(dtype, Layout::RowMajor, m, k, 0)
+                        },
+                        b: Operand {
+                            ld: b_ld,
+                            ..operand(dtype, b_layout, k, n, 0)
+                        },
+                        bias: [None, Some(DType::F32), Some(dtype)][calls % 3],
+                        c: Output {
+                            mode,
+                            ldc: n,
+                            batch_stride: 0,
+                        },
+                        ..Gemm::dense(m, n, k, dtype)
+                    };
+                    let mut p = Problem::random(g, &mut rng);
+                    plant(&mut p.a, plan, &mut rng);
+                    plant(&mut p.b, plan, &mut rng);
+                    plant_bias_and_c(&mut p, &mut rng);
+                    let want = p.on_cpu(&cpu);
+                    let got = p.on_gpu(&gpu, &stream);
+                    if let Some((i, w, o)) = first_difference(&want, &got) {
+                        panic!("{plan:?} {g:?}: element {i} cpu {w:#x} gpu {o:#x}");
+                    }
+                    total.add(&reached(&got));
+                    calls += 1;
+                }
+            }
+        }
+    }
+    println!("few-row kernel: {calls} calls identical to the CPU backend; {total}");
     assert!(total.all_kinds(), "{total}");
 }
 

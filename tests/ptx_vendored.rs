@@ -269,3 +269,32 @@ fn no_hopper_barrier_is_duplicated() {
     }
     assert_eq!(entries, 76, "Hopper entry points");
 }
+
+/// The portable module holds every few-row scalar entry the planner can name
+/// (`host/src/cuda/scalar.rs`: `sgemm_bi_scalar_rows_<dtype>_<B layout>_m<rows>`, rows 4,
+/// 16, 32 and 64), and each gets the launch bounds of its 128-thread blocks: a name on one
+/// side only would fail at the first decode call on a GPU, never in CI.
+#[test]
+fn every_few_row_entry_is_in_the_portable_module() {
+    let ptx = kernels::ptx_text(&KERNELS.sm80);
+    let mut found = 0;
+    for dtype in ["f32", "bf16", "f16"] {
+        for b in ["r", "c"] {
+            for rows in [4, 16, 32, 64] {
+                let name = format!("sgemm_bi_scalar_rows_{dtype}_{b}_m{rows}");
+                let body = ptx
+                    .split(&format!(".visible .entry {name}("))
+                    .nth(1)
+                    .unwrap_or_else(|| panic!("{name} is not in the sm80 module"));
+                let head = body.split('{').next().unwrap_or("");
+                assert!(
+                    head.contains(".maxntid 128, 1, 1"),
+                    "{name}: no 128-thread launch bound"
+                );
+                found += 1;
+            }
+        }
+    }
+    let all = ptx.matches(".visible .entry sgemm_bi_scalar_rows_").count();
+    assert_eq!(all, found, "few-row entries the planner cannot name");
+}

@@ -126,3 +126,119 @@ const fn check_operand<const ROWS: u32, const BK: u32>() {
 const _: () = assert!(TM == 8, "A fragments are read as two float4");
 const _: () = check::<{ wide::BN }, { wide::BK }, { wide::TN }>();
 const _: () = check::<{ narrow::BN }, { narrow::BK }, { narrow::TN }>();
+
+/// The few-row kernel (`M ≤ 64`, decode and the bias gradient's `onesᵀ · dY`): a block owns
+/// [`rows::BN`] columns and `4 · TM` rows; each lane of a warp runs the chains of one column
+/// for `TM` rows of its own, reading B and A from a ring of `stages` shared-memory stages
+/// that `cp.async` fills ahead of the chains. Parallelism comes from N (one block per 32
+/// columns) and from streaming B, never from splitting K: every chain is the contract's one
+/// ascending fma chain.
+pub mod rows {
+    /// Output columns per block: one per lane.
+    pub const BN: u32 = 32;
+    /// Warps per block, each owning `TM` consecutive rows of the block's tile.
+    pub const WARPS: u32 = 4;
+    /// Threads per block.
+    pub const THREADS: u32 = WARPS * 32;
+    /// Bytes of one `cp.async` piece: a staged row of k is copied in pieces of this size.
+    pub const PIECE: u32 = 16;
+    /// k steps a lane reads at once from a staged B column: 16 bytes of f32 twice, or of a
+    /// 16-bit type once.
+    pub const GROUP: u32 = 8;
+
+    /// The row counts per warp the host can launch (`TM`): 1, 4, 8 and 16, i.e. blocks of 4,
+    /// 16, 32 and 64 rows. More rows per lane share each B element among more chains (fewer
+    /// loads and conversions per fma); fewer leave more warps busy at a given M.
+    pub const VARIANTS: [u32; 4] = [1, 4, 8, 16];
+
+    /// Bytes of k staged per row and stage: a stage holds `stage_k(tm, bytes)` k steps.
+    #[inline]
+    pub const fn stage_k_bytes(tm: u32) -> u32 {
+        if tm >= 16 {
+            128
+        } else {
+            256
+        }
+    }
+
+    /// k steps per stage for elements of `bytes` bytes.
+    #[inline]
+    pub const fn stage_k(tm: u32, bytes: u32) -> u32 {
+        stage_k_bytes(tm) / bytes
+    }
+
+    /// Stages in the ring: as many as fit in 99 KiB (the most a block may have on sm_86 and
+    /// sm_89, which load the same module), so that each block keeps several stages of B in
+    /// flight.
+    #[inline]
+    pub const fn stages(tm: u32) -> u32 {
+        match tm {
+            1 => 6,
+            4 => 5,
+            _ => 4,
+        }
+    }
+
+    /// Byte pitch of a staged B column (k-contiguous B): 16 bytes over the row, so that the
+    /// 16-byte reads of eight consecutive lanes fall in distinct banks.
+    #[inline]
+    pub const fn b_pitch(tm: u32) -> u32 {
+        stage_k_bytes(tm) + PIECE
+    }
+
+    /// Bytes of one stage's B: `BN` columns of `b_pitch` (a k-contiguous B), which also holds
+    /// `stage_k` rows of `BN` elements (an N-contiguous B).
+    #[inline]
+    pub const fn b_stage_bytes(tm: u32) -> u32 {
+        BN * b_pitch(tm)
+    }
+
+    /// Bytes of one stage's A, as loaded: `WARPS · tm` rows of `stage_k_bytes`.
+    #[inline]
+    pub const fn a_stage_bytes(tm: u32) -> u32 {
+        WARPS * tm * stage_k_bytes(tm)
+    }
+
+    /// Bytes of A converted to f32 for one stage (16-bit inputs; f32 A is read as loaded).
+    #[inline]
+    pub const fn a_f32_bytes(tm: u32, bytes: u32) -> u32 {
+        if bytes == 4 {
+            0
+        } else {
+            WARPS * tm * stage_k(tm, bytes) * 4
+        }
+    }
+
+    /// Dynamic shared memory of a block: the ring of B and A stages, then two buffers of f32
+    /// A (the stage being read and the next one being converted).
+    #[inline]
+    pub const fn smem_bytes(tm: u32, bytes: u32) -> u32 {
+        stages(tm) * (b_stage_bytes(tm) + a_stage_bytes(tm)) + 2 * a_f32_bytes(tm, bytes)
+    }
+
+    const fn check(tm: u32, bytes: u32) {
+        assert!(
+            smem_bytes(tm, bytes) <= 99 * 1024,
+            "fits sm_86/sm_89 blocks"
+        );
+        assert!(stage_k(tm, bytes) % GROUP == 0, "whole groups per stage");
+        assert!(
+            stage_k_bytes(tm) % PIECE == 0,
+            "whole pieces per staged row"
+        );
+        assert!(
+            (BN * stage_k_bytes(tm) / PIECE) % THREADS == 0,
+            "every thread copies the same number of B pieces"
+        );
+        assert!(stages(tm) >= 2, "a ring");
+    }
+
+    const _: () = {
+        let mut i = 0;
+        while i < VARIANTS.len() {
+            check(VARIANTS[i], 2);
+            check(VARIANTS[i], 4);
+            i += 1;
+        }
+    };
+}

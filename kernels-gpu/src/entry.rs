@@ -1,5 +1,6 @@
 //! The named entry points the host launches: one per tier, input dtype and operand layouts.
-//! Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>[_n64]` (128 × 128 tiles, or 128 × 64) and
+//! Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>[_n64]` (128 × 128 tiles, or 128 × 64),
+//! `sgemm_bi_scalar_rows_<dtype>_<B layout>_m<rows>` (few rows, `scalar::rows`) and
 //! `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` = row-major, `c` =
 //! column-major; `_unaligned` loads operands element by element (any 2-byte alignment).
 //! The sm90a module has `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_x2|_m<BM>]`
@@ -65,6 +66,52 @@ mod sm80 {
     scalar_entry!(sgemm_bi_scalar_f16_rc, sgemm_bi_scalar_f16_rc_n64, F16, a_k_contiguous: true, b_k_contiguous: true, cursors: (true, true));
     scalar_entry!(sgemm_bi_scalar_f16_cr, sgemm_bi_scalar_f16_cr_n64, F16, a_k_contiguous: false, b_k_contiguous: false, cursors: (false, true));
     scalar_entry!(sgemm_bi_scalar_f16_cc, sgemm_bi_scalar_f16_cc_n64, F16, a_k_contiguous: false, b_k_contiguous: true, cursors: (false, true));
+
+    macro_rules! scalar_rows_entries {
+        ($($name:ident $elem:ty, b_k_contiguous: $b:expr, tm: $tm:expr;)*) => {$(
+            /// Scalar-tier GEMM entry point for few rows (see `scalar::rows`).
+            ///
+            /// # Safety
+            /// Launched by the host with a validated `GemmParams` whose A is read along K and
+            /// whose operands are 16-byte aligned as `scalar::rows` requires,
+            /// `scalar::config::rows::THREADS` threads and `scalar::config::rows::smem_bytes`
+            /// of dynamic shared memory.
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
+                // SAFETY: forwarded launch contract.
+                unsafe { scalar::rows::gemm::<$elem, $b, $tm>(&p) }
+            }
+        )*};
+    }
+
+    // `_m<rows>`: blocks of 4, 16, 32 or 64 rows (1, 4, 8 or 16 per warp); A is read along K, so
+    // only B's layout names an entry.
+    scalar_rows_entries! {
+        sgemm_bi_scalar_rows_f32_r_m4 F32, b_k_contiguous: false, tm: 1;
+        sgemm_bi_scalar_rows_f32_c_m4 F32, b_k_contiguous: true, tm: 1;
+        sgemm_bi_scalar_rows_f32_r_m16 F32, b_k_contiguous: false, tm: 4;
+        sgemm_bi_scalar_rows_f32_c_m16 F32, b_k_contiguous: true, tm: 4;
+        sgemm_bi_scalar_rows_f32_r_m32 F32, b_k_contiguous: false, tm: 8;
+        sgemm_bi_scalar_rows_f32_r_m64 F32, b_k_contiguous: false, tm: 16;
+        sgemm_bi_scalar_rows_f32_c_m32 F32, b_k_contiguous: true, tm: 8;
+        sgemm_bi_scalar_rows_f32_c_m64 F32, b_k_contiguous: true, tm: 16;
+        sgemm_bi_scalar_rows_bf16_r_m4 Bf16, b_k_contiguous: false, tm: 1;
+        sgemm_bi_scalar_rows_bf16_c_m4 Bf16, b_k_contiguous: true, tm: 1;
+        sgemm_bi_scalar_rows_bf16_r_m16 Bf16, b_k_contiguous: false, tm: 4;
+        sgemm_bi_scalar_rows_bf16_c_m16 Bf16, b_k_contiguous: true, tm: 4;
+        sgemm_bi_scalar_rows_bf16_r_m32 Bf16, b_k_contiguous: false, tm: 8;
+        sgemm_bi_scalar_rows_bf16_r_m64 Bf16, b_k_contiguous: false, tm: 16;
+        sgemm_bi_scalar_rows_bf16_c_m32 Bf16, b_k_contiguous: true, tm: 8;
+        sgemm_bi_scalar_rows_bf16_c_m64 Bf16, b_k_contiguous: true, tm: 16;
+        sgemm_bi_scalar_rows_f16_r_m4 F16, b_k_contiguous: false, tm: 1;
+        sgemm_bi_scalar_rows_f16_c_m4 F16, b_k_contiguous: true, tm: 1;
+        sgemm_bi_scalar_rows_f16_r_m16 F16, b_k_contiguous: false, tm: 4;
+        sgemm_bi_scalar_rows_f16_c_m16 F16, b_k_contiguous: true, tm: 4;
+        sgemm_bi_scalar_rows_f16_r_m32 F16, b_k_contiguous: false, tm: 8;
+        sgemm_bi_scalar_rows_f16_r_m64 F16, b_k_contiguous: false, tm: 16;
+        sgemm_bi_scalar_rows_f16_c_m32 F16, b_k_contiguous: true, tm: 8;
+        sgemm_bi_scalar_rows_f16_c_m64 F16, b_k_contiguous: true, tm: 16;
+    }
 
     macro_rules! tensor_entry {
         ($name:ident, $elem:ty, a_k_contiguous: $a:expr, b_k_contiguous: $b:expr, cp_async: $cp:expr) => {

@@ -11,7 +11,7 @@ use super::modules::{Lazy, ModuleLoader};
 use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, Layout, OutputMode};
 use sgemm_bi_abi::params::GemmParams;
-use sgemm_bi_abi::scalar::{narrow, wide, BM, THREADS};
+use sgemm_bi_abi::scalar::{narrow, rows, wide, BM, THREADS};
 
 const DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
 pub(crate) const LAYOUTS: [(Layout, Layout); 4] = [
@@ -146,6 +146,66 @@ fn entry_name(dtype: DType, layouts: (Layout, Layout), width: Width, from: Sourc
     )
 }
 
+/// A call the few-row kernels (`kernels-gpu/src/scalar/rows.rs`) take: which of
+/// [`rows::VARIANTS`] (rows per warp) and B's layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RowsPlan {
+    /// Index into [`rows::VARIANTS`].
+    variant: usize,
+    b_k_contiguous: bool,
+}
+
+impl RowsPlan {
+    fn rows_per_warp(self) -> u32 {
+        rows::VARIANTS[self.variant]
+    }
+
+    /// Output rows per block.
+    fn block_rows(self) -> u32 {
+        rows::WARPS * self.rows_per_warp()
+    }
+}
+
+/// Whether the few-row kernels take `g` on pointers `p`, and with which variant.
+///
+/// They take M ≤ 64 (above that the 128-row tiles fill the GPU), with A read along K
+/// (row-major, or a single row whose elements are adjacent) and every operand's base,
+/// leading dimension and batch stride a multiple of 16 bytes, since they copy A and B in
+/// 16-byte `cp.async` pieces. The tiled kernels take everything else; both compute every
+/// element with the same chain, so the choice changes only speed.
+pub(crate) fn rows_plan(g: &Gemm, p: &GemmPointers) -> Option<RowsPlan> {
+    if g.m == 0 || g.m > 64 {
+        return None;
+    }
+    let bytes = g.a.dtype.size();
+    let aligned = |addr: usize, elements: usize| addr % 16 == 0 && (elements * bytes) % 16 == 0;
+    let a_along_k = g.a.layout == Layout::RowMajor || (g.m == 1 && g.a.ld == 1);
+    let a_ok = a_along_k
+        && aligned(p.a as usize, if g.m > 1 { g.a.ld } else { 0 })
+        && (g.batch == 1 || aligned(0, g.a.batch_stride));
+    let b_ok = aligned(p.b as usize, g.b.ld) && (g.batch == 1 || aligned(0, g.b.batch_stride));
+    if !(a_ok && b_ok) {
+        return None;
+    }
+    let variant = rows::VARIANTS
+        .iter()
+        .position(|&tm| g.m <= (rows::WARPS * tm) as usize)
+        .unwrap_or(rows::VARIANTS.len() - 1);
+    Some(RowsPlan {
+        variant,
+        b_k_contiguous: g.b.layout == Layout::ColMajor,
+    })
+}
+
+fn rows_entry_name(dtype: DType, plan: RowsPlan) -> String {
+    format!(
+        "sgemm_bi_scalar_rows_{}_{}_m{}",
+        dtype.name(),
+        if plan.b_k_contiguous { 'c' } else { 'r' },
+        plan.block_rows()
+    )
+}
+
 /// A loaded scalar entry point and the number of its blocks the whole device runs at once.
 #[derive(Clone, Copy)]
 struct ScalarFunction {
@@ -175,6 +235,8 @@ impl Table {
 /// element with the same chain, so the choice changes only speed.
 pub(crate) struct ScalarKernels {
     sm80: Arc<ModuleLoader>,
+    /// The few-row entry points, `[dtype][B k-contiguous][variant]`, from the sm80 module.
+    rows: [[[Lazy<sys::CUfunction>; rows::VARIANTS.len()]; 2]; 3],
     sm90a: Option<Arc<ModuleLoader>>,
     sms: u32,
     portable: Table,
@@ -188,6 +250,7 @@ impl ScalarKernels {
     pub(crate) fn new(sm80: Arc<ModuleLoader>, sm90a: Option<Arc<ModuleLoader>>, sms: u32) -> Self {
         ScalarKernels {
             sm90a_table: sm90a.as_ref().map(|_| Table::new(true)),
+            rows: Default::default(),
             sm80,
             sm90a,
             sms,
@@ -236,11 +299,15 @@ impl ScalarKernels {
         stream: sys::CUstream,
         portable_only: bool,
     ) -> Result<()> {
+        let d = DTYPES.iter().position(|&x| x == g.a.dtype).unwrap();
+        if let Some(plan) = rows_plan(g, p) {
+            // SAFETY: forwarded contract; `rows_plan` checked what the kernel needs.
+            return unsafe { self.launch_rows(g, p, d, plan, stream) };
+        }
         let table = match &self.sm90a_table {
             Some(t) if !portable_only => t,
             _ => &self.portable,
         };
-        let d = DTYPES.iter().position(|&x| x == g.a.dtype).unwrap();
         let layouts = (g.a.layout, g.b.layout);
         let l = LAYOUTS.iter().position(|&x| x == layouts).unwrap();
         // Both widths' occupancy decide the split, so the first call looks both up.
@@ -286,6 +353,42 @@ impl ScalarKernels {
         Ok(())
     }
 
+    /// Launches the few-row kernel of `plan` on the whole call, one block per tile.
+    ///
+    /// # Safety
+    /// As for `launch`; `plan` is `rows_plan(g, p)`.
+    unsafe fn launch_rows(
+        &self,
+        g: &Gemm,
+        p: &GemmPointers,
+        d: usize,
+        plan: RowsPlan,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let tm = plan.rows_per_warp();
+        let smem = rows::smem_bytes(tm, g.a.dtype.size() as u32);
+        let function =
+            *self.rows[d][plan.b_k_contiguous as usize][plan.variant].get_or_try(|| {
+                self.sm80
+                    .function_with_smem(&rows_entry_name(g.a.dtype, plan), smem)
+            })?;
+        let params = gemm_params(g, p, plan.block_rows(), rows::BN);
+        // SAFETY: the block size and shared memory are the ones the kernel is built for;
+        // `rows_plan` checked its layout and alignment; the buffers satisfy the caller's
+        // contract.
+        unsafe {
+            launch(
+                function,
+                || rows_entry_name(g.a.dtype, plan),
+                rows::THREADS,
+                smem,
+                u32::MAX,
+                params,
+                stream,
+            )
+        }
+    }
+
     /// Launches one part of a call in tiles of `width`.
     ///
     /// # Safety
@@ -322,6 +425,7 @@ impl ScalarKernels {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Operand;
 
     /// An H200: 132 multiprocessors, two blocks of either width on each.
     const H200: [u32; 2] = [264, 264];
@@ -364,6 +468,91 @@ mod tests {
                 "{m} × {n} × {batch}: {split}"
             );
         }
+    }
+
+    fn call(m: usize, n: usize, k: usize, dtype: DType) -> Gemm {
+        Gemm::dense(m, n, k, dtype)
+    }
+
+    fn at(a: usize, b: usize) -> GemmPointers {
+        GemmPointers {
+            a: a as *const _,
+            b: b as *const _,
+            bias: std::ptr::null(),
+            c: 0x1000 as *mut _,
+        }
+    }
+
+    #[test]
+    fn few_rows_take_the_rows_kernel_by_m() {
+        let p = at(0x1000, 0x2000);
+        let plan = |m| rows_plan(&call(m, 4096, 4096, DType::BF16), &p).map(|r| r.block_rows());
+        assert_eq!(plan(1), Some(4));
+        assert_eq!(plan(4), Some(4));
+        assert_eq!(plan(5), Some(16));
+        assert_eq!(plan(16), Some(16));
+        assert_eq!(plan(17), Some(32));
+        assert_eq!(plan(32), Some(32));
+        assert_eq!(plan(33), Some(64));
+        assert_eq!(plan(64), Some(64));
+        assert_eq!(plan(65), None);
+        assert_eq!(plan(0), None);
+    }
+
+    #[test]
+    fn the_rows_kernel_needs_16_byte_pieces() {
+        let ok = at(0x1000, 0x2000);
+        let g = call(8, 304, 4096, DType::BF16);
+        assert!(rows_plan(&g, &ok).is_some());
+        // A or B not 16-byte aligned.
+        assert!(rows_plan(&g, &at(0x1008, 0x2000)).is_none());
+        assert!(rows_plan(&g, &at(0x1000, 0x2004)).is_none());
+        // Leading dimensions that are not a multiple of 16 bytes: K = 4095 (A's rows), N =
+        // 300 is 600 bytes (B's rows).
+        assert!(rows_plan(&call(8, 304, 4095, DType::BF16), &ok).is_none());
+        assert!(rows_plan(&call(8, 300, 4096, DType::BF16), &ok).is_none());
+        // A column-major A is read along K only as a single row with adjacent elements.
+        let mut col_a = call(1, 256, 256, DType::F32);
+        col_a.a = Operand {
+            layout: Layout::ColMajor,
+            ld: 1,
+            ..col_a.a
+        };
+        assert!(rows_plan(&col_a, &ok).is_some());
+        col_a.m = 2;
+        col_a.a.ld = 2;
+        assert!(rows_plan(&col_a, &ok).is_none());
+        // A batch stride that breaks the alignment of the second entry.
+        let mut batched = call(4, 256, 256, DType::F16);
+        batched.batch = 2;
+        batched.a.batch_stride = 4 * 256 + 1;
+        assert!(rows_plan(&batched, &ok).is_none());
+        batched.a.batch_stride = 4 * 256 + 8;
+        assert!(rows_plan(&batched, &ok).is_some());
+    }
+
+    #[test]
+    fn every_rows_variant_has_an_entry_point_name() {
+        let plan = |variant, b_k_contiguous| RowsPlan {
+            variant,
+            b_k_contiguous,
+        };
+        assert_eq!(
+            rows_entry_name(DType::BF16, plan(0, true)),
+            "sgemm_bi_scalar_rows_bf16_c_m4"
+        );
+        assert_eq!(
+            rows_entry_name(DType::F32, plan(1, false)),
+            "sgemm_bi_scalar_rows_f32_r_m16"
+        );
+        assert_eq!(
+            rows_entry_name(DType::F16, plan(2, true)),
+            "sgemm_bi_scalar_rows_f16_c_m32"
+        );
+        assert_eq!(
+            rows_entry_name(DType::F16, plan(3, true)),
+            "sgemm_bi_scalar_rows_f16_c_m64"
+        );
     }
 
     #[test]

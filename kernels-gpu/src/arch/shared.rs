@@ -99,3 +99,53 @@ pub unsafe fn st_shared_v2_b32(addr: u32, v: [u32; 2]) {
         )
     };
 }
+
+/// `ld.shared.b32`
+///
+/// # Safety
+/// `addr` is 4-byte aligned and inside the block's shared-memory allocation.
+#[inline(always)]
+pub unsafe fn ld_shared_b32(addr: u32) -> u32 {
+    let v: u32;
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!("ld.shared.b32 {v}, [{a}];", a = in(reg32) addr, v = out(reg32) v, options(readonly, nostack))
+    };
+    v
+}
+
+/// `ld.shared.u16`, zero-extended to 32 bits.
+///
+/// # Safety
+/// `addr` is 2-byte aligned and inside the block's shared-memory allocation.
+#[inline(always)]
+pub unsafe fn ld_shared_u16(addr: u32) -> u32 {
+    let v: u32;
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!("ld.shared.u16 {v}, [{a}];", a = in(reg32) addr, v = out(reg32) v, options(readonly, nostack))
+    };
+    v
+}
+
+/// `ld.shared.v4.b32`
+///
+/// # Safety
+/// `addr` is 16-byte aligned and the 16 bytes from it are inside the block's shared memory.
+#[inline(always)]
+pub unsafe fn ld_shared_v4_b32(addr: u32) -> [u32; 4] {
+    let (x, y, z, w): (u32, u32, u32, u32);
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "ld.shared.v4.b32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+            a = in(reg32) addr,
+            x = out(reg32) x,
+            y = out(reg32) y,
+            z = out(reg32) z,
+            w = out(reg32) w,
+            options(readonly, nostack)
+        )
+    };
+    [x, y, z, w]
+}

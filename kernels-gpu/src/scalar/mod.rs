@@ -6,18 +6,21 @@
 //! `add.rn.f32` into C in accumulate mode, and one round-to-nearest-even to the output dtype.
 //! This is exactly what the CPU backend computes, so the bits agree for every shape.
 //!
-//! Only [`mainloop`] decides the order, and it depends on nothing but K: the tile shape,
+//! Only [`mainloop`] (and [`rows`], the kernel of calls with M ≤ 64) decides the order, and
+//! it depends on nothing but K: the tile shape,
 //! the tile's position, M, N, the batch and the grid never change it. The K loop is split
 //! into tiles of `BK` steps for staging, but every step feeds the same accumulator in the same
 //! order. Steps past K (the tail of the last K tile) multiply zeros: `fma(0, 0, acc)` is
 //! `acc` exactly, because an accumulator started at +0.0 can never be −0.0.
 //!
 //! Files: [`config`] the tile constants, [`crate::schedule`] which tile a block computes,
-//! [`mainloop`] staging and the fma chain, [`epilogue`] bias, accumulate, rounding and store.
+//! [`mainloop`] staging and the fma chain, [`epilogue`] bias, accumulate, rounding and store;
+//! [`rows`] the few-row kernel (M ≤ 64), the same chain with one thread per column.
 
 pub use sgemm_bi_abi::scalar as config;
 pub mod epilogue;
 pub mod mainloop;
+pub mod rows;
 
 use crate::arch::shared::dyn_smem_base;
 use crate::element::Element;

@@ -1,0 +1,729 @@
+//! The scalar tier at few rows (`M ≤ 64`): decode, and the bias gradient's `onesᵀ · dY`.
+//!
+//! The tiled kernel (`super::gemm`) gives each block 128 rows, so at M ≤ 64 a 4096-column
+//! call has 32 blocks for 132 multiprocessors, and each of its threads runs 64 chains: the
+//! call costs what 128 rows cost, 30× the time of streaming W once. Here a block owns
+//! [`BN`] = 32 columns and `WARPS · TM` rows; lane `l` of warp `w` runs the chains of column
+//! `l` for rows `w · TM .. (w + 1) · TM`, so a 4096-column call has 128 blocks and every
+//! chain has a thread of its own. The chains are the contract's (C3): each output is one f32
+//! accumulator from +0.0 taking `fma(A[i, k], B[k, j], acc)` for k = 0 … K−1 in order,
+//! nothing padded (the last stage runs exactly the k steps that remain).
+//!
+//! What keeps the chains fed is that nobody waits for global memory: all threads copy
+//! stages of B (32 columns × a few hundred bytes of k) and A by `cp.async` into a ring of
+//! `stages` slots, [`stages`] − 1 ahead of the stage the chains read, so each block has tens
+//! of KiB of W in flight. A 16-bit A is converted to f32 once per stage by the whole block
+//! (the lanes of a warp all read the same A element, so converting it inside the chain would
+//! cost an instruction per fma), one stage ahead of the chains so that one barrier per stage
+//! orders everything; B is converted by the lane that owns the column, once for its `TM`
+//! chains.
+//!
+//! The host launches these only for operands whose `cp.async` pieces are aligned: A read
+//! along K (row-major, or one row), B either way, each base, leading dimension and batch
+//! stride a multiple of 16 bytes (`host/src/cuda/scalar.rs`). Everything else takes the
+//! tiled kernel, which gives the same bits.
+
+use super::config::rows::{
+    a_stage_bytes, b_pitch, b_stage_bytes, stage_k, stage_k_bytes, stages, BN, GROUP, PIECE,
+    THREADS, WARPS,
+};
+use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
+use crate::arch::shared::{
+    dyn_smem_base, ld_shared_b32, ld_shared_u16, ld_shared_v4_b32, ld_shared_v4_f32,
+    st_shared_v4_b32,
+};
+use crate::arch::sync::bar_sync;
+use crate::element::Element;
+use crate::finish::{bias_at, finish};
+use crate::params::{GemmParams, BIAS_NONE};
+use crate::schedule::{self, Tile};
+use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
+use core::intrinsics::fmaf32;
+
+/// The whole kernel: for each tile this block owns, stream its K through the ring and run
+/// the chains, then finish and store.
+///
+/// # Safety
+/// `p` describes buffers valid for the spans the host validated, with A read along K and the
+/// alignment the module docs name; the block has `THREADS` threads and
+/// `config::rows::smem_bytes(TM, E::BYTES)` of dynamic shared memory.
+#[inline(always)]
+pub unsafe fn gemm<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(p: &GemmParams) {
+    let ring = Ring::new::<E, TM>();
+    let tid = _thread_idx_x() as u32;
+    let rows = (WARPS as usize * TM) as u64;
+    let total = p.tiles_m * p.tiles_n * p.batch;
+    let mut tile = _block_idx_x() as u64;
+    while tile < total {
+        let t = schedule::tile_at(p, tile, rows, BN as u64);
+        // SAFETY: forwarded contract; `t` is a tile inside the problem.
+        let acc = unsafe { chains::<E, B_K_CONTIGUOUS, TM>(p, &t, &ring, tid) };
+        // SAFETY: forwarded contract.
+        unsafe { store::<TM>(p, &t, tid, &acc) };
+        // The next tile's first copies reuse slots that slower warps may still be reading.
+        bar_sync();
+        tile += _grid_dim_x() as u64;
+    }
+}
+
+/// Where the stages live in shared memory, and their sizes for one element type and `TM`.
+struct Ring {
+    /// `stages` slots of B, then `stages` slots of A as loaded, then two of f32 A.
+    b: u32,
+    a: u32,
+    a_f32: u32,
+    stages: u32,
+    /// k steps per stage.
+    k: u64,
+    /// Bytes of a staged row of k (A as loaded, and B's columns before their padding).
+    row_bytes: u32,
+    b_pitch: u32,
+    b_slot: u32,
+    a_slot: u32,
+}
+
+impl Ring {
+    #[inline(always)]
+    fn new<E: Element, const TM: usize>() -> Self {
+        let tm = TM as u32;
+        let base = dyn_smem_base();
+        let stages = stages(tm);
+        let (b_slot, a_slot) = (b_stage_bytes(tm), a_stage_bytes(tm));
+        Ring {
+            b: base,
+            a: base + stages * b_slot,
+            a_f32: base + stages * (b_slot + a_slot),
+            stages,
+            k: stage_k(tm, E::BYTES as u32) as u64,
+            row_bytes: stage_k_bytes(tm),
+            b_pitch: b_pitch(tm),
+            b_slot,
+            a_slot,
+        }
+    }
+}
+
+/// Most `cp.async` pieces a thread copies of one operand per stage (B: 512 or 256 pieces,
+/// A: up to 512, over 128 threads).
+const MAX_PIECES: usize = 4;
+
+/// This thread's pieces of one operand, worked out once per tile so that a stage's copies
+/// cost an add and a compare each: piece i of stage kt reads from `src[i] + kt · step`
+/// into `dst[i]` of the stage's slot, and holds k steps from `kt · stage_k + k[i]`.
+struct Pieces {
+    count: usize,
+    src: [u64; MAX_PIECES],
+    dst: [u32; MAX_PIECES],
+    k: [u32; MAX_PIECES],
+    /// Bytes of the piece inside the matrix across K (its row or columns exist), or 0.
+    /// An operand read along K clips this further where K ends.
+    width: [u32; MAX_PIECES],
+    /// Bytes between one stage's source and the next.
+    step: u64,
+    /// Whether the piece runs along K (A, a k-contiguous B), so that K's end clips it.
+    along_k: bool,
+}
+
+impl Pieces {
+    /// The pieces of a staged operand of `rows` rows of `row_bytes`, thread `tid`'s share:
+    /// piece q (= tid + i · THREADS) is piece `q % per_row` of staged row `q / per_row`.
+    /// `place(row, seg)` gives (source at stage 0, destination in the slot, k offset in
+    /// the stage, bytes inside the matrix across K).
+    #[inline(always)]
+    fn new(
+        (rows, per_row): (u32, u32),
+        tid: u32,
+        step: u64,
+        along_k: bool,
+        place: impl Fn(u32, u32) -> (u64, u32, u32, u32),
+    ) -> Self {
+        let mut p = Pieces {
+            count: 0,
+            src: [0; MAX_PIECES],
+            dst: [0; MAX_PIECES],
+            k: [0; MAX_PIECES],
+            width: [0; MAX_PIECES],
+            step,
+            along_k,
+        };
+        let total = rows * per_row;
+        unroll4!(i => {
+            let q = tid + i as u32 * THREADS;
+            if q < total {
+                let (src, dst, k, width) = place(q / per_row, q % per_row);
+                (p.src[i], p.dst[i], p.k[i], p.width[i]) = (src, dst, k, width);
+                p.count = i + 1;
+            }
+        });
+        p
+    }
+
+    /// Issues this thread's copies of stage `kt` into the slot at `slot` (not committed).
+    /// Pieces past the matrix or past K are zero-filled and read nothing (from `fallback`,
+    /// a valid aligned address).
+    ///
+    /// # Safety
+    /// The pieces were placed inside the operand as validated, for this kernel's stage
+    /// layout; `slot` is the stage's slot of this operand.
+    #[inline(always)]
+    unsafe fn issue<E: Element>(
+        &self,
+        kt: u64,
+        stage_k: u64,
+        k_limit: u64,
+        slot: u32,
+        fallback: u64,
+    ) {
+        let offset = kt * self.step;
+        // Every stage but K's last lies wholly inside K: its pieces copy their precomputed
+        // widths, with no per-piece arithmetic on K (the profile of a first version spent
+        // most of a decode call here).
+        if (kt + 1) * stage_k <= k_limit {
+            unroll4!(i => {
+                if i < self.count {
+                    let bytes = self.width[i];
+                    let src = if bytes == 0 { fallback } else { self.src[i] + offset };
+                    // SAFETY: `slot + dst[i]` is a 16-byte aligned piece of the slot; `src`
+                    // is 16-byte aligned (the host's alignment contract) and its first
+                    // `bytes` bytes lie inside the operand (row or column inside it, k
+                    // below K).
+                    unsafe { cp_async_cg_16(slot + self.dst[i], src, bytes) };
+                }
+            });
+        } else {
+            let per_piece = PIECE as u64 / E::BYTES;
+            unroll4!(i => {
+                if i < self.count {
+                    let k = kt * stage_k + self.k[i] as u64;
+                    let bytes = if k >= k_limit {
+                        0
+                    } else if self.along_k && k_limit - k < per_piece {
+                        self.width[i].min(((k_limit - k) * E::BYTES) as u32)
+                    } else {
+                        self.width[i]
+                    };
+                    let src = if bytes == 0 { fallback } else { self.src[i] + offset };
+                    // SAFETY: as above.
+                    unsafe { cp_async_cg_16(slot + self.dst[i], src, bytes) };
+                }
+            });
+        }
+    }
+}
+
+/// The copies of one tile: its pieces of B and of A.
+struct Copies {
+    b: Pieces,
+    a: Pieces,
+}
+
+impl Copies {
+    /// This thread's pieces of tile `t` (the batch entry's A from row `t.m0`, B from column
+    /// `t.n0`).
+    #[inline(always)]
+    fn new<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+        p: &GemmParams,
+        t: &Tile,
+        ring: &Ring,
+        tid: u32,
+    ) -> Self {
+        let bytes = E::BYTES;
+        let per_piece = PIECE as u64 / bytes;
+        let stage_bytes = ring.k * bytes;
+        let full = |left: u64| {
+            if left >= per_piece {
+                PIECE
+            } else {
+                (left * bytes) as u32
+            }
+        };
+        let a_base = p.a + (t.batch * p.batch_stride_a + t.m0 * p.lda) * bytes;
+        let b_base = p.b
+            + (t.batch * p.batch_stride_b + if B_K_CONTIGUOUS { t.n0 * p.ldb } else { t.n0 })
+                * bytes;
+        let b = if B_K_CONTIGUOUS {
+            // Staged rows are B's columns n0 .. n0 + 32, each `row_bytes` of k.
+            Pieces::new(
+                (BN, ring.row_bytes / PIECE),
+                tid,
+                stage_bytes,
+                true,
+                |col, seg| {
+                    let inside = t.n0 + (col as u64) < p.n;
+                    (
+                        b_base + col as u64 * p.ldb * bytes + (seg * PIECE) as u64,
+                        col * ring.b_pitch + seg * PIECE,
+                        seg * per_piece as u32,
+                        if inside { PIECE } else { 0 },
+                    )
+                },
+            )
+        } else {
+            // Staged rows are B's k rows, each the block's 32 columns.
+            let per_row = BN * bytes as u32 / PIECE;
+            Pieces::new(
+                (ring.k as u32, per_row),
+                tid,
+                ring.k * p.ldb * bytes,
+                false,
+                |k, seg| {
+                    let j = t.n0 + (seg as u64) * per_piece;
+                    (
+                        b_base + k as u64 * p.ldb * bytes + (seg * PIECE) as u64,
+                        k * BN * bytes as u32 + seg * PIECE,
+                        k,
+                        if j < p.n { full(p.n - j) } else { 0 },
+                    )
+                },
+            )
+        };
+        let rows = WARPS * TM as u32;
+        let a = Pieces::new(
+            (rows, ring.row_bytes / PIECE),
+            a_worker(tid),
+            stage_bytes,
+            true,
+            |row, seg| {
+                let inside = t.m0 + (row as u64) < p.m;
+                (
+                    a_base + row as u64 * p.lda * bytes + (seg * PIECE) as u64,
+                    row * ring.row_bytes + seg * PIECE,
+                    seg * per_piece as u32,
+                    if inside { PIECE } else { 0 },
+                )
+            },
+        );
+        Copies { b, a }
+    }
+
+    /// Issues this thread's copies of stage `kt` into its slot (not committed).
+    ///
+    /// # Safety
+    /// As for [`gemm`]; `self` was made for this tile.
+    #[inline(always)]
+    unsafe fn stage<E: Element>(&self, operands: &Bounds, ring: &Ring, kt: u64) {
+        let slot = (kt % ring.stages as u64) as u32;
+        let Bounds { k, a, b } = *operands;
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.b
+                .issue::<E>(kt, ring.k, k, ring.b + slot * ring.b_slot, b);
+            self.a
+                .issue::<E>(kt, ring.k, k, ring.a + slot * ring.a_slot, a);
+        }
+    }
+}
+
+/// What the copies read of the parameters, held in registers: the inline `cp.async`
+/// statements may write memory as far as the compiler knows, so fields read through the
+/// parameter reference would be loaded again after each one.
+#[derive(Clone, Copy)]
+struct Bounds {
+    k: u64,
+    /// A's and B's base addresses: a valid, aligned source for zero-filled pieces.
+    a: u64,
+    b: u64,
+}
+
+/// The thread that takes A's piece `q` first: numbering from the block's upper half, so
+/// that at few rows (64 pieces a stage) the copies and conversions of A fall to warps 2 and
+/// 3, which have no rows at M ≤ 8, and not to warp 0, which runs chains.
+#[inline(always)]
+fn a_worker(tid: u32) -> u32 {
+    (tid + THREADS / 2) % THREADS
+}
+
+/// Converts a 16-bit stage of A to f32 in the half `parity` of the f32 buffers: piece q of
+/// the loaded slot (8 elements) becomes 32 bytes at q · 32, so rows keep their order with
+/// twice the pitch.
+///
+/// # Safety
+/// The slot's copies have landed and are visible to the block (after a barrier); nobody
+/// reads half `parity` until the next barrier.
+#[inline(always)]
+unsafe fn convert_a<E: Element, const TM: usize>(ring: &Ring, slot: u32, parity: u32, tid: u32) {
+    let count = WARPS * TM as u32 * (ring.row_bytes / PIECE);
+    let src = ring.a + slot * ring.a_slot;
+    let dst = ring.a_f32 + parity * 2 * ring.a_slot;
+    let mut i = 0;
+    while i < count.div_ceil(THREADS) {
+        let q = a_worker(tid) + i * THREADS;
+        if q < count {
+            // SAFETY: piece q of the slot, and its 32 bytes of f32, lie inside their buffers.
+            unsafe {
+                let v = unpack8::<E>(ld_shared_v4_b32(src + q * PIECE), [0; 4]);
+                st_shared_v4_b32(dst + q * 32, [v[0], v[1], v[2], v[3]].map(f32::to_bits));
+                st_shared_v4_b32(
+                    dst + q * 32 + 16,
+                    [v[4], v[5], v[6], v[7]].map(f32::to_bits),
+                );
+            }
+        }
+        i += 1;
+    }
+}
+
+/// Eight consecutive elements from raw words: a 16-bit type's eight are `lo` (low half of
+/// each word first); f32's are `lo` then `hi`.
+#[inline(always)]
+fn unpack8<E: Element>(lo: [u32; 4], hi: [u32; 4]) -> [f32; 8] {
+    if E::BYTES == 4 {
+        [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]].map(E::to_f32)
+    } else {
+        [
+            lo[0] & 0xffff,
+            lo[0] >> 16,
+            lo[1] & 0xffff,
+            lo[1] >> 16,
+            lo[2] & 0xffff,
+            lo[2] >> 16,
+            lo[3] & 0xffff,
+            lo[3] >> 16,
+        ]
+        .map(E::to_f32)
+    }
+}
+
+/// Streams the tile's K through the ring and returns this thread's `TM` chains.
+///
+/// # Safety
+/// As for [`gemm`].
+#[inline(always)]
+unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+    p: &GemmParams,
+    t: &Tile,
+    ring: &Ring,
+    tid: u32,
+) -> [f32; TM] {
+    let bytes = E::BYTES;
+    let (warp, lane) = (tid / 32, tid % 32);
+    let copies = Copies::new::<E, B_K_CONTIGUOUS, TM>(p, t, ring, tid);
+    let bounds = Bounds {
+        k: p.k,
+        a: p.a,
+        b: p.b,
+    };
+    let k_tiles = p.k.div_ceil(ring.k);
+    // A warp whose rows all lie past M copies and converts with the others but runs no chain.
+    let active = t.m0 + ((warp as usize * TM) as u64) < p.m;
+    let mut acc = [0.0f32; TM];
+
+    let ahead = ring.stages as u64 - 1;
+    let mut kt = 0;
+    while kt < ahead {
+        if kt < k_tiles {
+            // SAFETY: forwarded contract.
+            unsafe { copies.stage::<E>(&bounds, ring, kt) };
+        }
+        cp_async_commit_group();
+        kt += 1;
+    }
+    // A 16-bit A is converted one stage ahead of the chains, between the same barriers:
+    // stage kt + 1 while stage kt computes. Stage 0's goes first.
+    let sixteen = bytes != 4;
+    if sixteen && k_tiles > 0 {
+        match ring.stages {
+            6 => cp_async_wait_group::<4>(),
+            5 => cp_async_wait_group::<3>(),
+            4 => cp_async_wait_group::<2>(),
+            _ => cp_async_wait_group::<0>(),
+        }
+        bar_sync();
+        // SAFETY: stage 0 landed (barrier above); nobody reads f32 A yet.
+        unsafe { convert_a::<E, TM>(ring, 0, 0, tid) };
+    }
+    let mut kt = 0;
+    while kt < k_tiles {
+        // Stage kt (f32), or kt + 1 (16-bit, whose A is converted now), has landed: the
+        // oldest one or two of the `ahead` groups in flight.
+        match (sixteen, ring.stages) {
+            (false, 6) => cp_async_wait_group::<4>(),
+            (false, 5) => cp_async_wait_group::<3>(),
+            (false, 4) => cp_async_wait_group::<2>(),
+            (true, 6) => cp_async_wait_group::<3>(),
+            (true, 5) => cp_async_wait_group::<2>(),
+            (true, 4) => cp_async_wait_group::<1>(),
+            _ => cp_async_wait_group::<0>(),
+        }
+        // Everyone's copies are visible and so is the f32 A of stage kt; everyone is done
+        // with stage kt − 1, whose slot the next copy refills, and with the f32 A half that
+        // stage kt + 1's conversion overwrites.
+        bar_sync();
+        if kt + ahead < k_tiles {
+            // SAFETY: forwarded contract.
+            unsafe { copies.stage::<E>(&bounds, ring, kt + ahead) };
+        }
+        cp_async_commit_group();
+        let slot = (kt % ring.stages as u64) as u32;
+        let a_rows = if sixteen {
+            if kt + 1 < k_tiles {
+                let next = ((kt + 1) % ring.stages as u64) as u32;
+                // SAFETY: stage kt + 1 landed (barrier above); half (kt + 1) % 2 was last
+                // read by stage kt − 1's chains, before the barrier.
+                unsafe { convert_a::<E, TM>(ring, next, ((kt + 1) % 2) as u32, tid) };
+            }
+            ring.a_f32 + (kt % 2) as u32 * 2 * ring.a_slot
+        } else {
+            ring.a + slot * ring.a_slot
+        };
+        if active {
+            let steps = (bounds.k - kt * ring.k).min(ring.k) as u32;
+            let view = StageView {
+                b: ring.b + slot * ring.b_slot,
+                b_pitch: ring.b_pitch,
+                a: a_rows + warp * TM as u32 * ring.k as u32 * 4,
+                a_pitch: ring.k as u32 * 4,
+                lane,
+            };
+            if steps == ring.k as u32 {
+                let groups = ring.k as u32 / GROUP;
+                // SAFETY: the stage's slots hold `ring.k` k steps.
+                unsafe { full_stage::<E, B_K_CONTIGUOUS, TM>(&view, groups, &mut acc) };
+            } else {
+                // SAFETY: the stage's slots hold `steps` k steps.
+                unsafe { partial_stage::<E, B_K_CONTIGUOUS, TM>(&view, steps, &mut acc) };
+            }
+        }
+        kt += 1;
+    }
+    cp_async_wait_group::<0>();
+    acc
+}
+
+/// One stage as a lane reads it.
+struct StageView {
+    /// B's slot, and the pitch of a k-contiguous B's staged columns.
+    b: u32,
+    b_pitch: u32,
+    /// The f32 A row of the warp's first row, and the pitch between rows.
+    a: u32,
+    a_pitch: u32,
+    lane: u32,
+}
+
+/// Runs a whole stage (`groups` groups of [`GROUP`] k steps, a constant) on this lane's
+/// chains, in ascending k. Unrolled, with each group's B and first rows of A read while the
+/// previous group's fmas run: a chain waits for nothing but its own previous fma.
+///
+/// # Safety
+/// The stage's B and f32 A hold `groups · GROUP` k steps, visible to this thread.
+#[inline(always)]
+#[allow(unused_assignments)] // the last group's `next` is read by nobody
+unsafe fn full_stage<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+    v: &StageView,
+    groups: u32,
+    acc: &mut [f32; TM],
+) {
+    // SAFETY: group 0 lies inside the stage.
+    let mut next = unsafe { operands::<E, B_K_CONTIGUOUS, TM>(v, 0) };
+    unroll2!(h => {
+        unroll8!(l => {
+            let g = (h * 8 + l) as u32;
+            if g < groups {
+                let current = next;
+                if g + 1 < groups {
+                    // SAFETY: group g + 1 lies inside the stage.
+                    next = unsafe { operands::<E, B_K_CONTIGUOUS, TM>(v, (g + 1) * GROUP) };
+                }
+                // SAFETY: forwarded contract.
+                unsafe { group::<TM>(v, g * GROUP, &current, acc) };
+            }
+        });
+    });
+}
+
+/// Runs the first `steps` k steps of the stage (the last stage of K) on this lane's chains,
+/// in ascending k: whole groups, then the rest one at a time. No step past K is taken.
+///
+/// # Safety
+/// The stage's B and f32 A hold at least `steps` k steps, visible to this thread.
+#[inline(always)]
+unsafe fn partial_stage<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+    v: &StageView,
+    steps: u32,
+    acc: &mut [f32; TM],
+) {
+    let groups = steps / GROUP;
+    let mut g = 0;
+    while g < groups {
+        // SAFETY: forwarded contract; group g lies inside the stage.
+        unsafe {
+            let current = operands::<E, B_K_CONTIGUOUS, TM>(v, g * GROUP);
+            group::<TM>(v, g * GROUP, &current, acc);
+        }
+        g += 1;
+    }
+    let mut kk = groups * GROUP;
+    while kk < steps {
+        // SAFETY: k step kk lies inside the stage.
+        let b = unsafe { b_element::<E, B_K_CONTIGUOUS>(v, kk) };
+        each_row::<TM>(|r| {
+            // SAFETY: as above.
+            let a = unsafe { f32::from_bits(ld_shared_b32(v.a + r as u32 * v.a_pitch + kk * 4)) };
+            // `fma.rn.f32`, the contract's step.
+            acc[r] = fmaf32(a, b, acc[r]);
+        });
+        kk += 1;
+    }
+}
+
+/// Rows of A whose fmas a lane interleaves: four independent chains cover an fma's
+/// latency, so each group's fmas issue back to back.
+const ROW_CHUNK: usize = 4;
+
+/// What one group needs first: the lane's eight B elements and the first [`ROW_CHUNK`]
+/// rows' eight A elements (fewer rows when TM is smaller; the rest stay unread).
+#[derive(Clone, Copy)]
+struct Operands {
+    b: [f32; 8],
+    a: [[f32; 8]; ROW_CHUNK],
+}
+
+/// Reads [`Operands`] of the group at stage step `kk`: the lane's column of B (one or two
+/// 16-byte reads of a k-contiguous B, eight of an N-contiguous one) and two 16-byte reads
+/// per row of A (the same address across the warp).
+///
+/// # Safety
+/// The stage's B and f32 A hold k steps `kk .. kk + GROUP`, visible to this thread.
+#[inline(always)]
+unsafe fn operands<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+    v: &StageView,
+    kk: u32,
+) -> Operands {
+    let bytes = E::BYTES as u32;
+    // SAFETY: forwarded contract.
+    let b = unsafe {
+        if B_K_CONTIGUOUS {
+            let col = v.b + v.lane * v.b_pitch + kk * bytes;
+            let lo = ld_shared_v4_b32(col);
+            let hi = if bytes == 4 {
+                ld_shared_v4_b32(col + 16)
+            } else {
+                [0; 4]
+            };
+            unpack8::<E>(lo, hi)
+        } else {
+            let mut b = [0.0f32; 8];
+            unroll8!(s => {
+                b[s] = b_element::<E, B_K_CONTIGUOUS>(v, kk + s as u32);
+            });
+            b
+        }
+    };
+    let mut a = [[0.0f32; 8]; ROW_CHUNK];
+    unroll4!(q => {
+        if q < TM {
+            // SAFETY: forwarded contract.
+            a[q] = unsafe { a_row(v, q, kk) };
+        }
+    });
+    Operands { b, a }
+}
+
+/// Eight f32 of A's row `r` (of the warp's rows) from stage step `kk`.
+///
+/// # Safety
+/// The stage's f32 A holds k steps `kk .. kk + GROUP` of the row, visible to this thread.
+#[inline(always)]
+unsafe fn a_row(v: &StageView, r: usize, kk: u32) -> [f32; 8] {
+    let row = v.a + r as u32 * v.a_pitch + kk * 4;
+    // SAFETY: forwarded contract.
+    let (a0, a1) = unsafe { (ld_shared_v4_f32(row), ld_shared_v4_f32(row + 16)) };
+    [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]]
+}
+
+/// k steps `kk .. kk + GROUP` on this lane's chains: rows in chunks of [`ROW_CHUNK`] (the
+/// first chunk's A read ahead in `first`), each chunk's fmas k-major so that its chains
+/// interleave. Every chain still takes its k steps in ascending order.
+///
+/// # Safety
+/// The stage's f32 A holds k steps `kk .. kk + GROUP` of every row, visible to this thread.
+#[inline(always)]
+unsafe fn group<const TM: usize>(v: &StageView, kk: u32, first: &Operands, acc: &mut [f32; TM]) {
+    unroll4!(c => {
+        let r0 = c * ROW_CHUNK;
+        if r0 < TM {
+            let a = if c == 0 {
+                first.a
+            } else {
+                let mut a = [[0.0f32; 8]; ROW_CHUNK];
+                unroll4!(q => {
+                    if r0 + q < TM {
+                        // SAFETY: forwarded contract.
+                        a[q] = unsafe { a_row(v, r0 + q, kk) };
+                    }
+                });
+                a
+            };
+            unroll8!(s => {
+                unroll4!(q => {
+                    if r0 + q < TM {
+                        // `fma.rn.f32`, the contract's step.
+                        acc[r0 + q] = fmaf32(a[q][s], first.b[s], acc[r0 + q]);
+                    }
+                });
+            });
+        }
+    });
+}
+
+/// This lane's B element at stage step `kk`.
+///
+/// # Safety
+/// Step `kk` lies inside the stage.
+#[inline(always)]
+unsafe fn b_element<E: Element, const B_K_CONTIGUOUS: bool>(v: &StageView, kk: u32) -> f32 {
+    let bytes = E::BYTES as u32;
+    let addr = if !B_K_CONTIGUOUS {
+        v.b + kk * BN * bytes + v.lane * bytes
+    } else {
+        v.b + v.lane * v.b_pitch + kk * bytes
+    };
+    // SAFETY: forwarded contract.
+    let raw = unsafe {
+        if bytes == 4 {
+            ld_shared_b32(addr)
+        } else {
+            ld_shared_u16(addr)
+        }
+    };
+    E::to_f32(raw)
+}
+
+/// Finishes and stores this thread's chains: column `n0 + lane`, rows of its warp.
+///
+/// # Safety
+/// C, and the bias when present, are valid for the spans the host validated.
+#[inline(always)]
+unsafe fn store<const TM: usize>(p: &GemmParams, t: &Tile, tid: u32, acc: &[f32; TM]) {
+    let (warp, lane) = (tid / 32, tid % 32);
+    let j = t.n0 + lane as u64;
+    if j >= p.n {
+        return;
+    }
+    // SAFETY: j < N.
+    let bias = (p.bias_dtype != BIAS_NONE).then(|| unsafe { bias_at(p, j) });
+    let c_batch = t.batch * p.batch_stride_c;
+    each_row::<TM>(|r| {
+        let i = t.m0 + (warp as usize * TM + r) as u64;
+        if i < p.m {
+            // SAFETY: (i, j) is inside C, so the index is inside its validated span.
+            unsafe { finish(p, (c_batch + i * p.ldc + j) as usize, acc[r], bias) };
+        }
+    });
+}
+
+/// `f(r)` for r = 0 … TM − 1 (TM ≤ 16), each call with a constant r: the chains are a
+/// register array, which LLVM moves to local memory when a loop indexes it.
+#[inline(always)]
+fn each_row<const TM: usize>(mut f: impl FnMut(usize)) {
+    const { assert!(TM <= 16, "rows per warp") };
+    unroll2!(h => {
+        unroll8!(l => {
+            let r = h * 8 + l;
+            if r < TM {
+                f(r);
+            }
+        });
+    });
+}
