@@ -41,8 +41,10 @@ fn main() {
     // (case, m, k, n, B column-major): decode reads Wᵀ in place (column-major B); the
     // bias gradient reads dY row-major.
     let mut cases: Vec<(&str, usize, usize, usize, bool)> = Vec::new();
-    for m in [1, 2, 4, 8, 16, 32, 64] {
-        cases.push(("decode", m, 4096, 4096, true));
+    for n in [4096, 14336] {
+        for m in [1, 2, 4, 8, 16, 32, 64] {
+            cases.push(("decode", m, 4096, n, true));
+        }
     }
     for (k, n) in [(2048, 2048), (2048, 5632), (16384, 4096)] {
         cases.push(("bias grad", 1, k, n, false));

@@ -20,6 +20,8 @@ pub enum Group {
     Sweep,
     /// The scalar tier (f32 and bf16) against SGEMM with TF32 off.
     Scalar,
+    /// The scalar tier at decode M (memory-bound), against SGEMM with TF32 off.
+    ScalarDecode,
 }
 
 impl Group {
@@ -32,6 +34,7 @@ impl Group {
             Group::Decode => "decode",
             Group::Sweep => "sweep",
             Group::Scalar => "scalar",
+            Group::ScalarDecode => "scalar-decode",
         }
     }
 
@@ -45,6 +48,7 @@ impl Group {
             Group::Decode => "fwd, decode",
             Group::Sweep => "fwd, M sweep",
             Group::Scalar => "scalar tier",
+            Group::ScalarDecode => "scalar tier, decode",
         }
     }
 }
@@ -60,6 +64,11 @@ pub enum Target {
     },
     /// ours ≥ the f32 scalar tier at the same shape.
     F32Scalar,
+    /// ours within `within` × the memory floor (the case's bytes over
+    /// [`MEMORY_FLOOR_BYTES_PER_S`]).
+    MemoryFloor {
+        within: f64,
+    },
     None,
 }
 
@@ -72,6 +81,7 @@ impl Target {
             }
             Target::Ratio { goal, .. } => format!("≥ {goal:?}×"),
             Target::F32Scalar => "≥ f32 scalar".into(),
+            Target::MemoryFloor { within } => format!("≤ {within:?}× memory floor"),
             Target::None => "–".into(),
         }
     }
@@ -139,7 +149,12 @@ impl Case {
 
     /// Rows whose bar is bandwidth: their GB/s is shown.
     pub fn memory_bound(&self) -> bool {
-        self.group == Group::Decode
+        matches!(self.group, Group::Decode | Group::ScalarDecode)
+    }
+
+    /// Seconds to move [`Case::bytes`] at [`MEMORY_FLOOR_BYTES_PER_S`].
+    pub fn memory_floor_s(&self) -> f64 {
+        self.bytes() / MEMORY_FLOOR_BYTES_PER_S
     }
 }
 
@@ -156,6 +171,12 @@ const DECODE_N: [usize; 2] = [4096, 14336];
 /// With DECODE_M and the training rows at K = N = 4096 (M = 4096, 16384), the plot's M axis.
 const SWEEP_M: [usize; 4] = [512, 1024, 2048, 8192];
 const SCALAR: [(usize, usize, usize); 2] = [(4096, 4096, 4096), (2048, 768, 3072)];
+/// The scalar tier at decode: M rows against a weight of K = 4096 by N, in torch's [out, in]
+/// layout (what a serving step reads).
+const SCALAR_DECODE_M: [usize; 4] = [1, 4, 16, 64];
+/// An H200's device-to-device copy rate, the memory floor's bandwidth (below the 4.8 TB/s
+/// of the datasheet; no kernel streams faster).
+pub const MEMORY_FLOOR_BYTES_PER_S: f64 = 4.3e12;
 
 /// Every case, in table order, with the tensor-core rows for each of `weights`.
 pub fn all(weights: &[WeightLayout]) -> Vec<Case> {
@@ -231,6 +252,20 @@ pub fn all(weights: &[WeightLayout]) -> Vec<Case> {
             Tier::Scalar,
             Target::F32Scalar,
         );
+    }
+    for dtype in [DType::F32, DType::BF16] {
+        for n in DECODE_N {
+            for m in SCALAR_DECODE_M {
+                push(
+                    Group::ScalarDecode,
+                    (m, 4096, n),
+                    dtype,
+                    WeightLayout::NK,
+                    Tier::Scalar,
+                    Target::MemoryFloor { within: 2.0 },
+                );
+            }
+        }
     }
     cases
 }

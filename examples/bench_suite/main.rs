@@ -8,7 +8,7 @@
 //! ```
 //!
 //! - `--only`: run the cases whose group is TERM (`train`, `dw`, `dx`, `small`, `decode`,
-//!   `sweep`, `scalar`) or whose id contains it (ids look like `decode/bf16/64x4096x14336/kn`;
+//!   `sweep`, `scalar`, `scalar-decode`) or whose id contains it (ids look like `decode/bf16/64x4096x14336/kn`;
 //!   `--list` prints them). Repeatable; a case runs when any term matches.
 //! - `--reps`: timed samples per measurement (default 20, or `$SGEMM_BI_BENCH_REPS`); each
 //!   sample runs back-to-back calls for at least 1 ms, so microsecond calls are run many
@@ -141,7 +141,7 @@ fn parse_args() -> Result<Args, String> {
 /// What cuBLAS runs against a case: the same GEMM on the same buffers, except for the
 /// scalar tier, whose opponent is f32 SGEMM (on f32 buffers of the same shape).
 fn reference(case: &Case) -> RowMajorGemm {
-    if case.group == Group::Scalar {
+    if matches!(case.group, Group::Scalar | Group::ScalarDecode) {
         let l = &case.linear;
         RowMajorGemm::dense(l.m, l.n, l.k, DType::F32)
     } else {
@@ -214,7 +214,7 @@ fn main() {
         let ours_bufs = arenas.buffers(g.a.dtype, sizes(&RowMajorGemm::from_gemm(&g)));
         let r = reference(case);
         let bufs = arenas.buffers(r.input, sizes(&r));
-        let scalar = case.group == Group::Scalar;
+        let scalar = matches!(case.group, Group::Scalar | Group::ScalarDecode);
         // SAFETY (every unsafe block below): each buffer set holds A, B and C as its GEMM
         // describes them (Sizes: `g` for ours, `r` for cuBLAS), inside an arena alive until
         // the end of main; the stream belongs to the engine's context.

@@ -68,6 +68,13 @@ pub fn verdicts(rows: &[Row]) -> Vec<&'static str> {
                     None => "–",
                 }
             }
+            Target::MemoryFloor { within } => {
+                if r.ours.ms * 1e-3 <= within * r.case.memory_floor_s() {
+                    "yes"
+                } else {
+                    "no"
+                }
+            }
             Target::None => "–",
         })
         .collect()
@@ -91,7 +98,8 @@ pub const NOTES: &[&str] = &[
      f32 copies of the shape.",
     "cuBLASLt no-ws = cublasLtMatmul with the heuristic's best algorithm under a 0-byte \
      workspace limit (no split-K); – where it offered none.",
-    "GB/s (memory-bound rows) = (bytes of A + B + C) / time, for ours / cuBLAS / cuBLASLt.",
+    "GB/s (memory-bound rows) = (bytes of A + B + C) / time, for ours / cuBLAS / cuBLASLt; \
+     the scalar decode rows' memory floor is those bytes at 4.3 TB/s (an H200's device copy).",
     "W: weight layout (KN = W[K,N] row-major, NK = torch's [out, in]); dW accumulates into \
      f32 (beta = 1), dX is written in bf16.",
 ];
