@@ -61,6 +61,29 @@ fn plant_bias_and_c(p: &mut Problem, rng: &mut Rng) {
     }
 }
 
+/// `g` on random inputs with `plan`'s specials planted in A and B (and sparse ones in the
+/// bias and an accumulating C): the GPU's bits are the CPU's. What the output reached is
+/// added to `total`.
+fn scalar_call_matches_cpu(
+    (cpu, gpu): (&Engine, &Engine),
+    stream: &RawStream,
+    g: Gemm,
+    plan: Plant,
+    rng: &mut Rng,
+    total: &mut Reached,
+) {
+    let mut p = Problem::random(g, rng);
+    plant(&mut p.a, plan, rng);
+    plant(&mut p.b, plan, rng);
+    plant_bias_and_c(&mut p, rng);
+    let want = p.on_cpu(cpu);
+    let got = p.on_gpu(gpu, stream);
+    if let Some((i, w, o)) = first_difference(&want, &got) {
+        panic!("{plan:?} {g:?}: element {i} cpu {w:#x} gpu {o:#x}");
+    }
+    total.add(&reached(&got));
+}
+
 fn reached(h: &HostBuf) -> Reached {
     let mut r = Reached::default();
     for b in h.bits() {
@@ -132,16 +155,7 @@ fn scalar_tier_with_special_values_matches_the_cpu() {
                         },
                         ..Gemm::dense(m, n, k, dtype)
                     };
-                    let mut p = Problem::random(g, &mut rng);
-                    plant(&mut p.a, plan, &mut rng);
-                    plant(&mut p.b, plan, &mut rng);
-                    plant_bias_and_c(&mut p, &mut rng);
-                    let want = p.on_cpu(&cpu);
-                    let got = p.on_gpu(&gpu, &stream);
-                    if let Some((i, w, o)) = first_difference(&want, &got) {
-                        panic!("{plan:?} {g:?}: element {i} cpu {w:#x} gpu {o:#x}");
-                    }
-                    total.add(&reached(&got));
+                    scalar_call_matches_cpu((&cpu, &gpu), &stream, g, plan, &mut rng, &mut total);
                     calls += 1;
                 }
             }
@@ -195,16 +209,7 @@ fn few_row_kernel_with_special_values_matches_the_cpu() {
                         },
                         ..Gemm::dense(m, n, k, dtype)
                     };
-                    let mut p = Problem::random(g, &mut rng);
-                    plant(&mut p.a, plan, &mut rng);
-                    plant(&mut p.b, plan, &mut rng);
-                    plant_bias_and_c(&mut p, &mut rng);
-                    let want = p.on_cpu(&cpu);
-                    let got = p.on_gpu(&gpu, &stream);
-                    if let Some((i, w, o)) = first_difference(&want, &got) {
-                        panic!("{plan:?} {g:?}: element {i} cpu {w:#x} gpu {o:#x}");
-                    }
-                    total.add(&reached(&got));
+                    scalar_call_matches_cpu((&cpu, &gpu), &stream, g, plan, &mut rng, &mut total);
                     calls += 1;
                 }
             }

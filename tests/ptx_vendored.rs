@@ -94,7 +94,7 @@ fn every_module_assembles_without_spills_into_the_embedded_machine_code() {
         (
             "sm80",
             vec!["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"],
-            40,
+            64,
         ),
         ("sm90a", vec!["sm_90a"], 88),
     ];
@@ -117,9 +117,9 @@ fn every_module_assembles_without_spills_into_the_embedded_machine_code() {
         let entries = report.matches("Compiling entry function").count();
         assert_eq!(
             entries, expected,
-            "{name}: expected 24 scalar (two tile widths) and 16 tensor-core entry points (sm80) \
-             or 76 Hopper ones and 12 scalar `_sm90` ones (sm90a: 32 plain, 8 clustered, 16 \
-             ping-pong, 20 small-M):\n{report}"
+            "{name}: expected 24 scalar (two tile widths), 24 few-row scalar and 16 \
+             tensor-core entry points (sm80) or 76 Hopper ones and 12 scalar `_sm90` ones \
+             (sm90a: 32 plain, 8 clustered, 16 ping-pong, 20 small-M):\n{report}"
         );
         // The kernels are tuned (and measured) on sm_80 and sm_90/sm_90a: there every entry
         // point fits its registers. ptxas spills a few bytes in a few f32 scalar entries
