@@ -291,7 +291,7 @@ fn random_problem(rng: &mut Rng, tier: Tier, max_fmas: usize) -> Problem {
             continue;
         }
         let dtype = match tier {
-            Tier::Scalar => rng.pick(&[DType::F32, DType::BF16, DType::F16]),
+            Tier::Scalar | Tier::Auto => rng.pick(&[DType::F32, DType::BF16, DType::F16]),
             Tier::TensorCores => rng.pick(&[DType::BF16, DType::F16]),
         };
         // Leading dimensions: multiples of 8 half the time (the tensor cores' 16-byte
@@ -648,7 +648,7 @@ fn check_one(
                 mismatch("scalar CPU vs reference", i, &full, &want);
             }
         }
-        (Tier::TensorCores, _) => {
+        (Tier::TensorCores | Tier::Auto, _) => {
             if let Some(i) = written(&g, 0).find(|&i| is_nan_not_canonical(&full, i)) {
                 mismatch("tensor cores: a NaN that is not canonical", i, &full, &full);
             }
@@ -849,7 +849,9 @@ fn main() {
         let how = match (tier, &target) {
             (Tier::Scalar, Target::Gpu { .. }) => "compared with the CPU backend",
             (Tier::Scalar, Target::Cpu { .. }) => "compared with the reference",
-            (Tier::TensorCores, _) => "checked: run to run, rows, columns and batch entries alone",
+            (Tier::TensorCores | Tier::Auto, _) => {
+                "checked: run to run, rows, columns and batch entries alone"
+            }
         };
         println!(
             "  {tier}: {} calls, {} outputs, {} comparisons ({how}): {mismatches} mismatches",

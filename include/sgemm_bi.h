@@ -222,6 +222,11 @@ enum sgemm_bi_tier
      * Tensor-core MMA steps in ascending k (bf16/f16 inputs); on the CPU, the sm_90 model.
      */
     SGEMM_BI_TIER_TENSOR_CORES = 1,
+    /**
+     * The engine's choice: tensor cores for bf16/f16 inputs on a CUDA engine that runs
+     * them, the scalar tier otherwise; `sgemm_bi_engine_resolve_tier` says which.
+     */
+    SGEMM_BI_TIER_AUTO = 2,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -595,6 +600,22 @@ sgemm_bi_status sgemm_bi_engine_capabilities(const struct sgemm_bi_engine *engin
 sgemm_bi_status sgemm_bi_engine_supports(const struct sgemm_bi_engine *engine,
                                          uint32_t tier,
                                          bool *out);
+
+/**
+ * Sets `*out` to the tier (a `sgemm_bi_tier`, never `SGEMM_BI_TIER_AUTO`) that a call of
+ * `tier` with `input` operands (a `sgemm_bi_dtype`) runs on this engine: `tier` itself,
+ * unless it is `SGEMM_BI_TIER_AUTO`, which is tensor cores for bf16/f16 inputs on a CUDA
+ * engine that runs them and the scalar tier otherwise. The result bits of a call are those
+ * of this tier.
+ *
+ * # Safety
+ * 1. `engine` is NULL or a live engine.
+ * 2. `out` is NULL or valid for writing one `uint32_t`.
+ */
+sgemm_bi_status sgemm_bi_engine_resolve_tier(const struct sgemm_bi_engine *engine,
+                                             uint32_t tier,
+                                             uint32_t input,
+                                             uint32_t *out);
 
 /**
  * Turns the engine's pointer checks on (`enabled` true, the default) or off. While they

@@ -35,6 +35,9 @@ enum class Layout : uint32_t {
 enum class Tier : uint32_t {
     Scalar = SGEMM_BI_TIER_SCALAR,
     TensorCores = SGEMM_BI_TIER_TENSOR_CORES,
+    // The engine's choice: tensor cores for bf16/f16 on a CUDA engine that runs them, the
+    // scalar tier otherwise (Engine::resolve_tier says which).
+    Auto = SGEMM_BI_TIER_AUTO,
 };
 
 enum class WeightLayout : uint32_t {
@@ -112,6 +115,14 @@ public:
         bool yes = false;
         check(sgemm_bi_engine_supports(get(), static_cast<uint32_t>(tier), &yes));
         return yes;
+    }
+
+    // The tier a call of `tier` with `input` operands runs (never Tier::Auto).
+    Tier resolve_tier(Tier tier, DType input) const {
+        uint32_t resolved = 0;
+        check(sgemm_bi_engine_resolve_tier(get(), static_cast<uint32_t>(tier),
+                                           static_cast<uint32_t>(input), &resolved));
+        return static_cast<Tier>(resolved);
     }
 
     // Pointer checks (on by default): before each CUDA call, ask the driver whether every

@@ -514,7 +514,7 @@ fn random_problem(rng: &mut Rng, tensor_cores: bool) -> Problem {
     };
     let dtype = match tier {
         Tier::TensorCores => rng.pick(&[DType::BF16, DType::F16]),
-        Tier::Scalar => rng.pick(&[DType::F32, DType::BF16, DType::F16]),
+        Tier::Scalar | Tier::Auto => rng.pick(&[DType::F32, DType::BF16, DType::F16]),
     };
     let (m, n, k) = (1 + rng.below(300), 1 + rng.below(300), 1 + rng.below(600));
     let layout = |rng: &mut Rng| rng.pick(&[Layout::RowMajor, Layout::ColMajor]);

@@ -138,6 +138,7 @@ fn an_output_past_two_to_the_31_elements_at_sampled_rows() {
                         want.slice_mut(),
                     )
                     .unwrap(),
+                Tier::Auto => unreachable!("this test names its tiers"),
                 Tier::TensorCores => {
                     let p = gpu_support::Problem {
                         g: small,
@@ -228,6 +229,7 @@ fn a_reduction_of_two_to_the_20() {
                     m * n
                 );
             }
+            Tier::Auto => unreachable!("this test names its tiers"),
             Tier::TensorCores => {
                 // Rows 5..17 alone give the same bits.
                 let (r0, len) = (5, 12);

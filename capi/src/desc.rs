@@ -42,6 +42,9 @@ pub enum sgemm_bi_tier {
     Scalar = 0,
     /// Tensor-core MMA steps in ascending k (bf16/f16 inputs); on the CPU, the sm_90 model.
     TensorCores = 1,
+    /// The engine's choice: tensor cores for bf16/f16 inputs on a CUDA engine that runs
+    /// them, the scalar tier otherwise; `sgemm_bi_engine_resolve_tier` says which.
+    Auto = 2,
 }
 
 /// What a GEMM does with C.
@@ -234,6 +237,7 @@ impl CEnum for sgemm_bi_tier {
     const VALUES: &'static [(Self, &'static str)] = &[
         (Self::Scalar, "SGEMM_BI_TIER_SCALAR"),
         (Self::TensorCores, "SGEMM_BI_TIER_TENSOR_CORES"),
+        (Self::Auto, "SGEMM_BI_TIER_AUTO"),
     ];
 }
 
@@ -288,6 +292,7 @@ pub(crate) fn tier(v: u32, field: &str) -> CResult<Tier> {
     Ok(match sgemm_bi_tier::parse(v, field)? {
         sgemm_bi_tier::Scalar => Tier::Scalar,
         sgemm_bi_tier::TensorCores => Tier::TensorCores,
+        sgemm_bi_tier::Auto => Tier::Auto,
     })
 }
 
@@ -295,6 +300,7 @@ pub(crate) fn c_tier(t: Tier) -> u32 {
     (match t {
         Tier::Scalar => sgemm_bi_tier::Scalar,
         Tier::TensorCores => sgemm_bi_tier::TensorCores,
+        Tier::Auto => sgemm_bi_tier::Auto,
     }) as u32
 }
 

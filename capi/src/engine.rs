@@ -114,7 +114,7 @@ pub unsafe extern "C" fn sgemm_bi_engine_capabilities(
             Device::Cpu => (sgemm_bi_device_kind::Cpu, 0),
             Device::Cuda(i) => (sgemm_bi_device_kind::Cuda, i as u32),
         };
-        let tiers = [Tier::Scalar, Tier::TensorCores]
+        let tiers = [Tier::Scalar, Tier::TensorCores, Tier::Auto]
             .into_iter()
             .filter(|&t| e.supports(t))
             .fold(0u32, |bits, t| bits | 1 << desc::c_tier(t));
@@ -154,6 +154,36 @@ pub unsafe extern "C" fn sgemm_bi_engine_supports(
         let t = desc::tier(tier, "tier")?;
         // SAFETY: contract 2.
         unsafe { out.write(e.supports(t)) };
+        Ok(())
+    })
+}
+
+/// Sets `*out` to the tier (a `sgemm_bi_tier`, never `SGEMM_BI_TIER_AUTO`) that a call of
+/// `tier` with `input` operands (a `sgemm_bi_dtype`) runs on this engine: `tier` itself,
+/// unless it is `SGEMM_BI_TIER_AUTO`, which is tensor cores for bf16/f16 inputs on a CUDA
+/// engine that runs them and the scalar tier otherwise. The result bits of a call are those
+/// of this tier.
+///
+/// # Safety
+/// 1. `engine` is NULL or a live engine.
+/// 2. `out` is NULL or valid for writing one `uint32_t`.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_engine_resolve_tier(
+    engine: *const sgemm_bi_engine,
+    tier: u32,
+    input: u32,
+    out: *mut u32,
+) -> sgemm_bi_status {
+    boundary(|| {
+        // SAFETY: contract 1.
+        let e = unsafe { self::engine(engine) }?;
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        let t = desc::tier(tier, "tier")?;
+        let d = desc::dtype(input, "input")?;
+        // SAFETY: contract 2.
+        unsafe { out.write(desc::c_tier(e.resolve_tier(t, d))) };
         Ok(())
     })
 }

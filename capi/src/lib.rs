@@ -40,8 +40,9 @@ pub use desc::{
 };
 pub use engine::{
     sgemm_bi_backward_dw, sgemm_bi_backward_dx, sgemm_bi_engine, sgemm_bi_engine_capabilities,
-    sgemm_bi_engine_create, sgemm_bi_engine_destroy, sgemm_bi_engine_set_pointer_checks,
-    sgemm_bi_engine_supports, sgemm_bi_forward, sgemm_bi_gemm, sgemm_bi_gemm_desc_dense,
+    sgemm_bi_engine_create, sgemm_bi_engine_destroy, sgemm_bi_engine_resolve_tier,
+    sgemm_bi_engine_set_pointer_checks, sgemm_bi_engine_supports, sgemm_bi_forward, sgemm_bi_gemm,
+    sgemm_bi_gemm_desc_dense,
 };
 pub use status::{sgemm_bi_last_error_message, sgemm_bi_status, sgemm_bi_status_name};
 

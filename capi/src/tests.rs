@@ -565,7 +565,7 @@ fn rejected_calls_name_the_field_and_write_nothing() {
             S::InvalidArgument,
             "desc->reserved[3]",
         ),
-        (|d| d.tier = 2, S::InvalidArgument, "desc->tier is 2"),
+        (|d| d.tier = 3, S::InvalidArgument, "desc->tier is 3"),
         (
             |d| d.a.dtype = 3,
             S::InvalidArgument,
@@ -840,7 +840,9 @@ fn engine_creation_and_capabilities() {
     assert_eq!(caps.device_kind, Kind::Cpu as u32);
     assert_eq!(
         caps.tiers,
-        1 << sgemm_bi_tier::Scalar as u32 | 1 << sgemm_bi_tier::TensorCores as u32
+        1 << sgemm_bi_tier::Scalar as u32
+            | 1 << sgemm_bi_tier::TensorCores as u32
+            | 1 << sgemm_bi_tier::Auto as u32
     );
     assert_eq!(
         (caps.compute_capability_major, caps.compute_capability_minor),
@@ -863,6 +865,40 @@ fn engine_creation_and_capabilities() {
         unsafe { sgemm_bi_engine_supports(cpu.0, 0, null_mut()) },
         sgemm_bi_status::NullParameter
     );
+    // `Auto` on the CPU is the scalar tier for every input; a named tier stays itself.
+    let mut resolved = u32::MAX;
+    for (tier, dtype, want) in [
+        (sgemm_bi_tier::Auto, DType::BF16, sgemm_bi_tier::Scalar),
+        (sgemm_bi_tier::Auto, DType::F32, sgemm_bi_tier::Scalar),
+        (
+            sgemm_bi_tier::TensorCores,
+            DType::BF16,
+            sgemm_bi_tier::TensorCores,
+        ),
+        (sgemm_bi_tier::Scalar, DType::F16, sgemm_bi_tier::Scalar),
+    ] {
+        // SAFETY: `resolved` is a valid out-pointer.
+        let status = unsafe {
+            sgemm_bi_engine_resolve_tier(cpu.0, tier as u32, desc::c_dtype(dtype), &mut resolved)
+        };
+        assert_eq!(status, OK);
+        assert_eq!(resolved, want as u32, "{tier:?} with {dtype} inputs");
+    }
+    // SAFETY: bad values and a NULL out are checked.
+    unsafe {
+        assert_eq!(
+            sgemm_bi_engine_resolve_tier(cpu.0, 3, 0, &mut resolved),
+            sgemm_bi_status::InvalidArgument
+        );
+        assert_eq!(
+            sgemm_bi_engine_resolve_tier(cpu.0, 2, 9, &mut resolved),
+            sgemm_bi_status::InvalidArgument
+        );
+        assert_eq!(
+            sgemm_bi_engine_resolve_tier(cpu.0, 2, 0, null_mut()),
+            sgemm_bi_status::NullParameter
+        );
+    }
 }
 
 /// One engine, several threads at once: every thread gets the single-threaded bits, and

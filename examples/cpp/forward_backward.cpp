@@ -96,6 +96,8 @@ int main() {
         sgemm_bi::Engine engine = sgemm_bi::Engine::cpu();
         std::printf("libsgemm_bi %s, CPU engine, scalar tier: %s\n", sgemm_bi_version(),
                     engine.supports(sgemm_bi::Tier::Scalar) ? "yes" : "no");
+        // Tier::Auto picks tensor cores for bf16 on a GPU that has them, the scalar tier here.
+        bad += engine.resolve_tier(sgemm_bi::Tier::Auto, sgemm_bi::DType::BF16) != sgemm_bi::Tier::Scalar;
         const auto layer = sgemm_bi::linear(M, K, N, sgemm_bi::DType::BF16, sgemm_bi::WeightLayout::KN);
 
         std::vector<bf16> y(M * N, 0xFFFF), dx(M * K, 0xFFFF);

@@ -135,7 +135,9 @@ fn layout(v: u32) -> Option<Layout> {
 }
 
 fn tier(v: u32) -> Option<Tier> {
-    [Tier::Scalar, Tier::TensorCores].get(v as usize).copied()
+    [Tier::Scalar, Tier::TensorCores, Tier::Auto]
+        .get(v as usize)
+        .copied()
 }
 
 /// The descriptor as the header documents it, or the status its C-level checks give
@@ -235,7 +237,7 @@ fn fuzz_gemm(bytes: &mut Bytes) {
         } else {
             size_of::<sgemm_bi_gemm_desc>() as u32
         },
-        tier: bytes.pick(raw(1), |b| (b.u8() % 2) as u64) as u32,
+        tier: bytes.pick(raw(1), |b| (b.u8() % 3) as u64) as u32,
         m: bytes.pick(raw(2), small_dim),
         n: bytes.pick(raw(3), small_dim),
         k: bytes.pick(raw(4), small_dim),
@@ -382,7 +384,7 @@ fn fuzz_forward(bytes: &mut Bytes) {
         },
         dtype: bytes.pick(raw(1), |b| (b.u8() % 4) as u64) as u32,
         weight_layout: bytes.pick(raw(2), |b| (b.u8() % 3) as u64) as u32,
-        tier: bytes.pick(raw(3), |b| (b.u8() % 3) as u64) as u32,
+        tier: bytes.pick(raw(3), |b| (b.u8() % 4) as u64) as u32,
         m: bytes.pick(raw(4), |b| (b.u8() % 12) as u64),
         k: bytes.pick(raw(4), |b| (b.u8() % 12) as u64),
         n: bytes.pick(raw(4), |b| (b.u8() % 12) as u64),

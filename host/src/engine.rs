@@ -111,9 +111,37 @@ impl Engine {
         self.device
     }
 
-    /// Whether this engine can run `tier`.
+    /// Whether this engine can run `tier` ([`Tier::Auto`]: whenever it runs the scalar tier,
+    /// which `Auto` falls back to).
     pub fn supports(&self, tier: Tier) -> bool {
         self.tier_unavailable(tier).is_none()
+    }
+
+    /// The tier a call of `tier` with `input` operands runs on this engine: `tier` itself
+    /// unless it is [`Tier::Auto`], which is [`Tier::TensorCores`] for bf16 and f16 inputs on
+    /// a CUDA engine that runs that tier and [`Tier::Scalar`] otherwise.
+    pub fn resolve_tier(&self, tier: Tier, input: DType) -> Tier {
+        match tier {
+            Tier::Auto => {
+                let sixteen_bit = matches!(input, DType::BF16 | DType::F16);
+                let cuda = matches!(self.backend, Backend::Cuda(_));
+                if sixteen_bit && cuda && self.supports(Tier::TensorCores) {
+                    Tier::TensorCores
+                } else {
+                    Tier::Scalar
+                }
+            }
+            named => named,
+        }
+    }
+
+    /// `g` with its tier resolved ([`Engine::resolve_tier`]): what the checks and the
+    /// backends see.
+    fn resolved(&self, g: &Gemm) -> Gemm {
+        Gemm {
+            tier: self.resolve_tier(g.tier, g.a.dtype),
+            ..*g
+        }
     }
 
     /// The CUDA compute capability `(major, minor)`, or `None` on the CPU.
@@ -148,7 +176,8 @@ impl Engine {
         match (tier, &self.backend) {
             // The tensor-core tier on the CPU is the sm_90 model (cpu/tensor_model): the
             // H200's bits on every measured input (tests/cpu_tc_model.rs, gpu_tc_model.rs).
-            (Tier::Scalar | Tier::TensorCores, Backend::Cpu) => None,
+            (Tier::Scalar | Tier::TensorCores | Tier::Auto, Backend::Cpu) => None,
+            (Tier::Auto, Backend::Cuda(c)) => c.tier_unavailable(Tier::Scalar),
             (tier, Backend::Cuda(c)) => c.tier_unavailable(tier),
         }
     }
@@ -187,6 +216,7 @@ impl Engine {
     ///    `stream` is a valid stream of this engine's context (or null).
     /// 3. On the CPU, no other thread writes A, B or the bias, or touches C, during the call.
     pub unsafe fn gemm(&self, g: &Gemm, p: GemmPointers, stream: Stream) -> Result<()> {
+        let g = &self.resolved(g);
         let ext = self.check(g, &p)?;
         // (`gemm_host` needs no such check: its C is a unique borrow.)
         validate::check_overlap(g, &ext, &p)?;
@@ -223,6 +253,7 @@ impl Engine {
                 self.device
             )));
         }
+        let g = &self.resolved(g);
         let p = GemmPointers {
             a: a.as_ptr(),
             b: b.as_ptr(),

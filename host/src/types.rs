@@ -67,6 +67,12 @@ pub enum Tier {
     /// H200's bits; other GPU families may differ (tests/gpu_tc_model.rs checks). CUDA GPUs of
     /// compute capability 8.0 or newer, and the CPU (bf16/f16 inputs).
     TensorCores = 1,
+    /// The engine's choice, the same in Rust, C and Python: [`Tier::TensorCores`] for bf16
+    /// and f16 inputs on a CUDA engine that runs that tier, [`Tier::Scalar`] otherwise (f32
+    /// inputs, the CPU backend). A call gives the bits of the tier it resolves to
+    /// ([`crate::Engine::resolve_tier`] says which); a tier asked for by name is never
+    /// replaced.
+    Auto = 2,
 }
 
 impl fmt::Display for Tier {
@@ -74,6 +80,7 @@ impl fmt::Display for Tier {
         f.write_str(match self {
             Tier::Scalar => "scalar",
             Tier::TensorCores => "tensor_cores",
+            Tier::Auto => "auto",
         })
     }
 }

@@ -72,6 +72,7 @@ class Tier(enum.IntEnum):
 
     SCALAR = 0
     TENSOR_CORES = 1
+    AUTO = 2
 
 
 class OutputMode(enum.IntEnum):
@@ -200,6 +201,7 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "sgemm_bi_engine_destroy": (_status, [_engine_p]),
     "sgemm_bi_engine_capabilities": (_status, [_engine_p, POINTER(sgemm_bi_capabilities)]),
     "sgemm_bi_engine_supports": (_status, [_engine_p, c_uint32, POINTER(c_bool)]),
+    "sgemm_bi_engine_resolve_tier": (_status, [_engine_p, c_uint32, c_uint32, POINTER(c_uint32)]),
     "sgemm_bi_engine_set_pointer_checks": (_status, [_engine_p, c_bool]),
     "sgemm_bi_gemm_desc_dense": (
         _status,

@@ -75,18 +75,20 @@ Operand = sgemm_bi_operand
 Output = sgemm_bi_output
 """``struct sgemm_bi_output``."""
 
-TIER_NAMES: dict[Tier, str] = {Tier.SCALAR: "scalar", Tier.TENSOR_CORES: "tensor_cores"}
+TIER_NAMES: dict[Tier, str] = {Tier.SCALAR: "scalar", Tier.TENSOR_CORES: "tensor_cores",
+                                Tier.AUTO: "auto"}
 """The Python spelling of each tier."""
 
 
 def parse_tier(tier: Tier | str | int) -> Tier:
-    """A :class:`Tier` from ``"scalar"``, ``"tensor_cores"`` or a :class:`Tier` value
-    (``"auto"`` is resolved by the torch layer, per call, from the engine's capabilities)."""
+    """A :class:`Tier` from ``"scalar"``, ``"tensor_cores"``, ``"auto"`` or a :class:`Tier`
+    value. The engine resolves ``"auto"`` (tensor cores for bf16/f16 on a CUDA engine that
+    runs them, the scalar tier otherwise), as it does for C and Rust callers."""
     if isinstance(tier, str):
         for t, name in TIER_NAMES.items():
             if tier == name:
                 return t
-        raise ValueError(f"tier is {tier!r}: expected 'scalar' or 'tensor_cores'")
+        raise ValueError(f"tier is {tier!r}: expected 'scalar', 'tensor_cores' or 'auto'")
     return Tier(tier)
 
 
@@ -277,6 +279,15 @@ class Engine:
         out = ctypes.c_bool()
         check(self._lib.sgemm_bi_engine_supports(self.handle, parse_tier(tier), ctypes.byref(out)))
         return bool(out.value)
+
+    def resolve_tier(self, tier: Tier | str, dtype: Any) -> Tier:
+        """The tier a call of ``tier`` with ``dtype`` inputs runs on this engine (asks the
+        library): ``tier`` itself, or for ``"auto"`` tensor cores for bf16/f16 on a CUDA engine
+        that runs them and the scalar tier otherwise."""
+        out = ctypes.c_uint32()
+        check(self._lib.sgemm_bi_engine_resolve_tier(self.handle, parse_tier(tier),
+                                                      _dtype(dtype), ctypes.byref(out)))
+        return Tier(out.value)
 
     def build_info(self) -> dict[str, Any]:
         """:func:`sgemm_bi.build_info` plus ``"loaded"``: for each kernel module of this

@@ -209,9 +209,14 @@ def test_engine_cpu_capabilities() -> None:
     with Engine("cpu") as e:
         caps = e.capabilities
         assert e.device == "cpu" and caps.compute_capability is None
-        assert caps.tiers == frozenset({Tier.SCALAR, Tier.TENSOR_CORES})
-        assert caps.tier_names == ["scalar", "tensor_cores"]
+        assert caps.tiers == frozenset({Tier.SCALAR, Tier.TENSOR_CORES, Tier.AUTO})
+        assert caps.tier_names == ["scalar", "tensor_cores", "auto"]
         assert e.supports("scalar") and e.supports(Tier.TENSOR_CORES)
+        assert e.resolve_tier("auto", "bf16") == Tier.SCALAR
+        assert e.resolve_tier(Tier.AUTO, "f32") == Tier.SCALAR
+        assert e.resolve_tier("tensor_cores", "f16") == Tier.TENSOR_CORES
+        with pytest.raises(ValueError, match="tier is 'fast'"):
+            e.resolve_tier("fast", "bf16")
         assert "scalar" in repr(e)
     assert "closed" in repr(e)
     e.close()  # idempotent

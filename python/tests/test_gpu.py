@@ -56,6 +56,10 @@ def test_auto_resolves_from_the_capabilities() -> None:
     assert resolve_tier("auto", dev, torch.float16) == tc
     assert resolve_tier("auto", dev, torch.float32) == Tier.SCALAR
     assert resolve_tier("auto", torch.device("cpu"), torch.bfloat16) == Tier.SCALAR
+    # The Python layer and the engine (what C and Rust callers get) agree.
+    e = engine_for("cuda:0")
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        assert e.resolve_tier("auto", dtype) == resolve_tier("auto", dev, dtype)
 
 
 SHAPES = [(1, 1, 1), (37, 53, 29), (130, 257, 65), (4095, 96, 33), (64, 8193, 17)]

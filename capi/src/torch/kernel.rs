@@ -416,11 +416,10 @@ impl Natives {
             call.tier.unwrap_or_else(|| TIER.load(Ordering::Relaxed)),
             key,
         ) {
-            (1, _) | (0, Key::Cpu) => Tier::Scalar,
+            (1, _) => Tier::Scalar,
             (2, _) => Tier::TensorCores,
-            // auto on a GPU: tensor cores for bf16/f16 where the device has them.
-            _ if p.dt != DType::F32 && engine.supports(Tier::TensorCores) => Tier::TensorCores,
-            _ => Tier::Scalar,
+            // auto: the engine's policy, the one every caller gets.
+            _ => engine.resolve_tier(Tier::Auto, p.dt),
         };
         let (m, k, n) = (p.m, p.k, p.n);
         let mut owned = Vec::new();

@@ -113,7 +113,7 @@ static void descriptor_errors(void) {
     gemm_case(d, bias, SGEMM_BI_STATUS_INVALID_ARGUMENT, "desc->struct_size", "struct_size");
     d = valid(); d.reserved[0] = 7;
     gemm_case(d, bias, SGEMM_BI_STATUS_INVALID_ARGUMENT, "desc->reserved[0]", "reserved field");
-    d = valid(); d.tier = 2;
+    d = valid(); d.tier = 3;
     gemm_case(d, bias, SGEMM_BI_STATUS_INVALID_ARGUMENT, "desc->tier", "unknown tier");
     d = valid(); d.a.dtype = 3;
     gemm_case(d, bias, SGEMM_BI_STATUS_INVALID_ARGUMENT, "desc->a.dtype", "unknown A dtype");
@@ -328,11 +328,12 @@ static void engine_errors(void) {
     caps.struct_size = sizeof caps;
     check(sgemm_bi_engine_capabilities(engine, &caps) == SGEMM_BI_STATUS_OK &&
               caps.device_kind == SGEMM_BI_DEVICE_KIND_CPU &&
-              caps.tiers == ((1u << SGEMM_BI_TIER_SCALAR) | (1u << SGEMM_BI_TIER_TENSOR_CORES)) &&
+              caps.tiers == ((1u << SGEMM_BI_TIER_SCALAR) | (1u << SGEMM_BI_TIER_TENSOR_CORES) |
+                             (1u << SGEMM_BI_TIER_AUTO)) &&
               caps.compute_capability_major == 0,
           "capabilities of the CPU engine");
-    s = sgemm_bi_engine_supports(engine, 2, &yes);
-    expect(s, SGEMM_BI_STATUS_INVALID_ARGUMENT, "tier is 2", "supports: unknown tier");
+    s = sgemm_bi_engine_supports(engine, 3, &yes);
+    expect(s, SGEMM_BI_STATUS_INVALID_ARGUMENT, "tier is 3", "supports: unknown tier");
     s = sgemm_bi_engine_supports(engine, SGEMM_BI_TIER_SCALAR, NULL);
     expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "out", "supports: NULL out");
     check(sgemm_bi_engine_supports(engine, SGEMM_BI_TIER_SCALAR, &yes) == SGEMM_BI_STATUS_OK && yes,
@@ -340,6 +341,15 @@ static void engine_errors(void) {
     check(sgemm_bi_engine_supports(engine, SGEMM_BI_TIER_TENSOR_CORES, &yes) ==
                   SGEMM_BI_STATUS_OK && yes,
           "the CPU runs the tensor-core tier");
+    {
+        uint32_t resolved = 99;
+        check(sgemm_bi_engine_resolve_tier(engine, SGEMM_BI_TIER_AUTO, SGEMM_BI_DTYPE_BF16,
+                                           &resolved) == SGEMM_BI_STATUS_OK &&
+                  resolved == SGEMM_BI_TIER_SCALAR,
+              "auto on the CPU is the scalar tier");
+        s = sgemm_bi_engine_resolve_tier(engine, 3, SGEMM_BI_DTYPE_BF16, &resolved);
+        expect(s, SGEMM_BI_STATUS_INVALID_ARGUMENT, "tier is 3", "resolve_tier: unknown tier");
+    }
 
     s = sgemm_bi_gemm_desc_dense(1, 1, 1, SGEMM_BI_DTYPE_F32, NULL);
     expect(s, SGEMM_BI_STATUS_NULL_PARAMETER, "out", "desc_dense: NULL out");

@@ -220,7 +220,8 @@ impl CudaBackend {
     /// Why `tier` cannot run here, if it cannot.
     pub(crate) fn tier_unavailable(&self, tier: Tier) -> Option<String> {
         let missing = match tier {
-            Tier::Scalar => self.loaded.scalar.is_none(),
+            // `Auto` falls back to the scalar tier (the engine resolves it before a call).
+            Tier::Scalar | Tier::Auto => self.loaded.scalar.is_none(),
             Tier::TensorCores => self.loaded.tensor.is_none(),
         };
         let (major, minor) = self.loaded.capability;
@@ -263,7 +264,9 @@ impl CudaBackend {
         const CHECKED: &str = "tier availability is checked before launch";
         // SAFETY (both arms): forwarded contract.
         match g.tier {
-            Tier::Scalar => unsafe {
+            // The engine resolves `Auto` before a call reaches a backend; its fallback is the
+            // scalar tier.
+            Tier::Scalar | Tier::Auto => unsafe {
                 self.loaded.scalar.as_ref().expect(CHECKED).launch(
                     g,
                     p,
