@@ -147,6 +147,11 @@ impl Case {
             + elems(g.m, g.n) * (g.c.mode.dtype().size() * c_passes) as f64
     }
 
+    /// Rows of the scalar tier, whose cuBLAS opponent is f32 SGEMM.
+    pub fn scalar(&self) -> bool {
+        matches!(self.group, Group::Scalar | Group::ScalarDecode)
+    }
+
     /// Rows whose bar is bandwidth: their GB/s is shown.
     pub fn memory_bound(&self) -> bool {
         matches!(self.group, Group::Decode | Group::ScalarDecode)

@@ -51,7 +51,7 @@ use std::ffi::c_void;
 use cudarc::driver::result;
 use sgemm_bi::{DType, Device, Engine, GemmPointers, Stream, WeightLayout};
 
-use cases::{Case, Group};
+use cases::Case;
 use cublas::{Cublas, RowMajorGemm};
 use cublaslt::CublasLt;
 use device::{Arenas, Needs, Sizes, Timer, Timing};
@@ -141,7 +141,7 @@ fn parse_args() -> Result<Args, String> {
 /// What cuBLAS runs against a case: the same GEMM on the same buffers, except for the
 /// scalar tier, whose opponent is f32 SGEMM (on f32 buffers of the same shape).
 fn reference(case: &Case) -> RowMajorGemm {
-    if matches!(case.group, Group::Scalar | Group::ScalarDecode) {
+    if case.scalar() {
         let l = &case.linear;
         RowMajorGemm::dense(l.m, l.n, l.k, DType::F32)
     } else {
@@ -214,7 +214,7 @@ fn main() {
         let ours_bufs = arenas.buffers(g.a.dtype, sizes(&RowMajorGemm::from_gemm(&g)));
         let r = reference(case);
         let bufs = arenas.buffers(r.input, sizes(&r));
-        let scalar = matches!(case.group, Group::Scalar | Group::ScalarDecode);
+        let scalar = case.scalar();
         // SAFETY (every unsafe block below): each buffer set holds A, B and C as its GEMM
         // describes them (Sizes: `g` for ours, `r` for cuBLAS), inside an arena alive until
         // the end of main; the stream belongs to the engine's context.

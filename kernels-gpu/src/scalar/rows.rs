@@ -9,14 +9,15 @@
 //! accumulator from +0.0 taking `fma(A[i, k], B[k, j], acc)` for k = 0 … K−1 in order,
 //! nothing padded (the last stage runs exactly the k steps that remain).
 //!
-//! What keeps the chains fed is that nobody waits for global memory: all threads copy
-//! stages of B (32 columns × a few hundred bytes of k) and A by `cp.async` into a ring of
-//! `stages` slots, [`stages`] − 1 ahead of the stage the chains read, so each block has tens
-//! of KiB of W in flight. A 16-bit A is converted to f32 once per stage by the whole block
-//! (the lanes of a warp all read the same A element, so converting it inside the chain would
-//! cost an instruction per fma), one stage ahead of the chains so that one barrier per stage
-//! orders everything; B is converted by the lane that owns the column, once for its `TM`
-//! chains.
+//! What is meant to keep the chains fed is that no chain loads from global memory: all
+//! threads copy stages of B (32 columns × a few hundred bytes of k) and A by `cp.async` into
+//! a ring of `stages` slots, [`stages`] − 1 ahead of the stage the chains read, so each block
+//! has tens of KiB of W in flight (not yet enough at N ≤ 4096, and the per-stage barrier
+//! still sits on the chains' path: docs/perf-notes.md, "Scalar tier, version 6"). A 16-bit A
+//! is converted to f32 once per stage by the whole block (the lanes of a warp all read the
+//! same A element, so converting it inside the chain would cost an instruction per fma), one
+//! stage ahead of the chains so that one barrier per stage orders everything; B is converted
+//! by the lane that owns the column, once for its `TM` chains.
 //!
 //! The host launches these only for operands whose `cp.async` pieces are aligned: A read
 //! along K (row-major, or one row), B either way, each base, leading dimension and batch
