@@ -28,9 +28,10 @@ pub mod kernels;
 pub use build_info::{build_info, BuildInfo, ModuleInfo};
 
 pub use sgemm_bi_host::{
-    bf16, f16, numeric, validate, DType, Device, Error, ErrorOperand, Gemm, GemmPointers,
-    HostSlice, HostSliceMut, ImageKind, KernelImages, Layout, Linear, LoadedImage, Operand, Output,
-    OutputMode, Result, Stream, Tier, WeightLayout,
+    bf16, check_offsets, f16, numeric, validate, DType, Device, Error, ErrorOperand, Gemm,
+    GemmPointers, GroupCall, GroupOffsets, GroupSplit, GroupedGemm, HostSlice, HostSliceMut,
+    ImageKind, KernelImages, Layout, Linear, LoadedImage, Operand, Output, OutputMode, Result,
+    Stream, Tier, WeightLayout,
 };
 
 /// A GEMM engine on one device, with the library's embedded kernels (see

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::cpu;
 use crate::cuda::{CudaBackend, KernelImages, LoadedImage, TcPath};
 use crate::error::{Error, Operand as Which, Result};
+use crate::grouped::{self, GroupCall, GroupOffsets, GroupedGemm};
 use crate::host_slice::{HostSlice, HostSliceMut};
 use crate::triad::Linear;
 use crate::types::{DType, Device, Gemm, GemmPointers, OutputMode, Stream, Tier};
@@ -184,15 +185,20 @@ impl Engine {
 
     fn check(&self, g: &Gemm, p: &GemmPointers) -> Result<Extents> {
         let ext = validate::check(g)?;
-        if let Some(reason) = self.tier_unavailable(g.tier) {
-            return Err(Error::TierUnavailable {
-                tier: g.tier,
-                device: self.device,
-                reason,
-            });
-        }
+        self.check_tier(g.tier)?;
         validate::check_pointers(g, &ext, p)?;
         Ok(ext)
+    }
+
+    fn check_tier(&self, tier: Tier) -> Result<()> {
+        match self.tier_unavailable(tier) {
+            None => Ok(()),
+            Some(reason) => Err(Error::TierUnavailable {
+                tier,
+                device: self.device,
+                reason,
+            }),
+        }
     }
 
     /// Runs `C[b] = A[b] · B[b] (+ bias)` as `g` describes.
@@ -246,13 +252,7 @@ impl Engine {
         bias: Option<HostSlice<'_>>,
         mut c: HostSliceMut<'_>,
     ) -> Result<()> {
-        if !matches!(self.backend, Backend::Cpu) {
-            return Err(Error::WrongDevice(format!(
-                "host slices need the CPU engine; this engine runs on {} (use Engine::gemm with \
-                 device pointers)",
-                self.device
-            )));
-        }
+        self.require_cpu()?;
         let g = &self.resolved(g);
         let p = GemmPointers {
             a: a.as_ptr(),
@@ -261,30 +261,7 @@ impl Engine {
             c: c.as_mut_ptr(),
         };
         let ext = self.check(g, &p)?;
-        let fits = |which, dtype: DType, given: DType, len: usize, needed: usize| {
-            if given != dtype {
-                Err(Error::DtypeMismatch {
-                    operand: which,
-                    given,
-                    expected: dtype,
-                })
-            } else if len < needed {
-                Err(Error::BufferTooSmall {
-                    operand: which,
-                    dtype,
-                    len,
-                    needed,
-                })
-            } else {
-                Ok(())
-            }
-        };
-        fits(Which::A, g.a.dtype, a.dtype(), a.len(), ext.a)?;
-        fits(Which::B, g.b.dtype, b.dtype(), b.len(), ext.b)?;
-        if let (Some(d), Some(s)) = (g.bias, bias) {
-            fits(Which::Bias, d, s.dtype(), s.len(), ext.bias)?;
-        }
-        fits(Which::C, g.c.mode.dtype(), c.dtype(), c.len(), ext.c)?;
+        check_slices(g, &ext, &a, &b, bias.as_ref(), &c)?;
         if ext.is_empty() {
             return Ok(());
         }
@@ -292,6 +269,131 @@ impl Engine {
         // unique borrow, so it overlaps no input, and the borrows outlive the synchronous call.
         unsafe { cpu::gemm(g, &p) };
         Ok(())
+    }
+
+    /// Runs the grouped call `g`: each group's dense call ([`GroupedGemm::group`]), so every
+    /// output element has the bits of the dense call of its group's part.
+    ///
+    /// Checked before anything runs, as [`Engine::gemm`] checks a dense call, and the offsets
+    /// ([`grouped::check_offsets`]: [`Error::BadOffsets`]). Offsets in device memory are read
+    /// back first (see [`GroupOffsets::Device`]).
+    ///
+    /// # Safety
+    /// As for [`Engine::gemm`], with the spans of the whole call (the per-group operand
+    /// `groups` times); for [`GroupOffsets::Device`], a device pointer to `groups` `i32`s.
+    pub unsafe fn grouped_gemm(
+        &self,
+        g: &GroupedGemm,
+        offsets: GroupOffsets<'_>,
+        p: GemmPointers,
+        stream: Stream,
+    ) -> Result<()> {
+        let g = &GroupedGemm {
+            gemm: self.resolved(&g.gemm),
+            ..*g
+        };
+        let (ext, whole) = g.check()?;
+        self.check_tier(whole.tier)?;
+        validate::check_pointers(&whole, &ext, &p)?;
+        validate::check_overlap(&whole, &ext, &p)?;
+        let read;
+        let offsets = match (offsets, &self.backend) {
+            (GroupOffsets::Host(o), _) => o,
+            (GroupOffsets::Device(_), Backend::Cpu) => {
+                return Err(Error::WrongDevice(
+                    "the CPU engine takes group offsets in host memory".into(),
+                ))
+            }
+            (GroupOffsets::Device(o), Backend::Cuda(c)) => {
+                if o.is_null() && g.groups() > 0 {
+                    return Err(Error::NullPointer(Which::Offsets));
+                }
+                // SAFETY: the caller's contract: `groups` i32s of this context's memory.
+                read = unsafe { c.read_offsets(o, g.groups(), stream) }?;
+                &read[..]
+            }
+        };
+        grouped::check_offsets(offsets, g.groups(), g.total())?;
+        if ext.is_empty() {
+            return Ok(());
+        }
+        let mut end = 0;
+        for (group, start, stop) in grouped::ranges(offsets) {
+            // SAFETY: each group's spans lie inside the whole call's, which the caller
+            // vouches for and which were checked above (C overlaps no input).
+            unsafe { self.run_group(&g.group(group, start, stop), &p, stream) }?;
+            end = stop;
+        }
+        if let Some(rest) = g.cleared(end) {
+            // SAFETY: as above: rows or columns of C inside its span.
+            unsafe { self.run_group(&rest, &p, stream) }?;
+        }
+        Ok(())
+    }
+
+    /// One group's dense call.
+    ///
+    /// # Safety
+    /// `call`'s spans from `p`'s pointers lie inside buffers that are valid as
+    /// [`Engine::gemm`] requires, and C's overlaps no input's.
+    unsafe fn run_group(&self, call: &GroupCall, p: &GemmPointers, stream: Stream) -> Result<()> {
+        let g = &call.gemm;
+        let ext = validate::check(g)?;
+        if ext.is_empty() {
+            return Ok(());
+        }
+        // `wrapping_add`: an operand the group does not read (K = 0) may start past its
+        // buffer; it is never dereferenced.
+        let at = |ptr: *const c_void, elems: usize, dtype: DType| {
+            ptr.cast::<u8>().wrapping_add(elems * dtype.size()).cast()
+        };
+        let q = GemmPointers {
+            a: at(p.a, call.a, g.a.dtype),
+            b: at(p.b, call.b, g.b.dtype),
+            bias: match g.bias {
+                Some(d) => at(p.bias, call.bias, d),
+                None => std::ptr::null(),
+            },
+            c: at(p.c, call.c, g.c.mode.dtype()).cast_mut(),
+        };
+        match &self.backend {
+            // SAFETY: forwarded contract; `ext` is this group's validated span.
+            Backend::Cpu => {
+                unsafe { cpu::gemm(g, &q) };
+                Ok(())
+            }
+            // SAFETY: forwarded contract.
+            Backend::Cuda(c) => unsafe { c.gemm(g, &q, &ext, stream, self.pointer_checks()) },
+        }
+    }
+
+    /// Safe form of [`Engine::grouped_gemm`] over host slices (CPU engine only), with the
+    /// offsets in host memory.
+    pub fn grouped_gemm_host(
+        &self,
+        g: &GroupedGemm,
+        offsets: &[i32],
+        a: HostSlice<'_>,
+        b: HostSlice<'_>,
+        bias: Option<HostSlice<'_>>,
+        mut c: HostSliceMut<'_>,
+    ) -> Result<()> {
+        self.require_cpu()?;
+        let resolved = GroupedGemm {
+            gemm: self.resolved(&g.gemm),
+            ..*g
+        };
+        let (ext, whole) = resolved.check()?;
+        check_slices(&whole, &ext, &a, &b, bias.as_ref(), &c)?;
+        let p = GemmPointers {
+            a: a.as_ptr(),
+            b: b.as_ptr(),
+            bias: bias.map_or(std::ptr::null(), |s| s.as_ptr()),
+            c: c.as_mut_ptr(),
+        };
+        // SAFETY: every span was checked against its slice's length and dtype; C is a
+        // unique borrow, so it overlaps no input; the call is synchronous on the CPU.
+        unsafe { self.grouped_gemm(g, GroupOffsets::Host(offsets), p, Stream::DEFAULT) }
     }
 
     /// Safe form of [`Engine::forward`] over host slices (CPU engine only).
@@ -405,6 +507,55 @@ impl Engine {
         // SAFETY: forwarded contract.
         unsafe { self.gemm(&g, p, stream) }.map_err(|e| e.with_names(DX_NAMES))
     }
+}
+
+impl Engine {
+    fn require_cpu(&self) -> Result<()> {
+        match self.backend {
+            Backend::Cpu => Ok(()),
+            Backend::Cuda(_) => Err(Error::WrongDevice(format!(
+                "host slices need the CPU engine; this engine runs on {} (use Engine::gemm with \
+                 device pointers)",
+                self.device
+            ))),
+        }
+    }
+}
+
+/// Checks that each host slice has the descriptor's dtype and holds the span `ext` gives it.
+fn check_slices(
+    g: &Gemm,
+    ext: &Extents,
+    a: &HostSlice<'_>,
+    b: &HostSlice<'_>,
+    bias: Option<&HostSlice<'_>>,
+    c: &HostSliceMut<'_>,
+) -> Result<()> {
+    let fits = |which, dtype: DType, given: DType, len: usize, needed: usize| {
+        if given != dtype {
+            Err(Error::DtypeMismatch {
+                operand: which,
+                given,
+                expected: dtype,
+            })
+        } else if len < needed {
+            Err(Error::BufferTooSmall {
+                operand: which,
+                dtype,
+                len,
+                needed,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    fits(Which::A, g.a.dtype, a.dtype(), a.len(), ext.a)?;
+    fits(Which::B, g.b.dtype, b.dtype(), b.len(), ext.b)?;
+    if let (Some(d), Some(s)) = (g.bias, bias) {
+        fits(Which::Bias, d, s.dtype(), s.len(), ext.bias)?;
+    }
+    fits(Which::C, g.c.mode.dtype(), c.dtype(), c.len(), ext.c)?;
+    Ok(())
 }
 
 /// What the forward's GEMM operands A, B and C are to its caller: an error names the buffer

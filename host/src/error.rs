@@ -25,6 +25,8 @@ pub enum Operand {
     Dw,
     /// The input gradient dX.
     Dx,
+    /// A grouped call's group offsets.
+    Offsets,
 }
 
 impl std::fmt::Display for Operand {
@@ -40,6 +42,7 @@ impl std::fmt::Display for Operand {
             Operand::Dy => "dy",
             Operand::Dw => "dw",
             Operand::Dx => "dx",
+            Operand::Offsets => "offsets",
         })
     }
 }
@@ -142,6 +145,15 @@ pub enum Error {
         found: String,
         device: Device,
     },
+
+    /// A grouped call's offsets are not `groups` non-decreasing ends between 0 and the total
+    /// of the dimension they split.
+    #[error("bad group offsets at group {group}: {detail}")]
+    BadOffsets { group: usize, detail: String },
+
+    /// The call is valid but this engine cannot run it yet; the message says what would.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
 }
 
 impl Error {

@@ -98,7 +98,7 @@ fn check_ld(which: Which, layout: Layout, ld: usize, rows: usize, cols: usize) -
     Ok(())
 }
 
-fn check_operand(
+pub(crate) fn check_operand(
     which: Which,
     op: &Operand,
     rows: usize,
@@ -169,6 +169,28 @@ pub fn check(g: &Gemm) -> Result<Extents> {
     check_dims(g)?;
     let a = check_operand(Which::A, &g.a, g.m, g.k, g.batch)?;
     let b = check_operand(Which::B, &g.b, g.k, g.n, g.batch)?;
+    let c = check_output(g)?;
+    let bias = match g.bias {
+        Some(d) if c > 0 => {
+            span(Which::Bias, d, 1, g.n, Layout::RowMajor, g.n, 1, 0)?;
+            g.n
+        }
+        _ => 0,
+    };
+    if c == 0 {
+        return Ok(Extents {
+            a: 0,
+            b: 0,
+            bias: 0,
+            c: 0,
+        });
+    }
+    Ok(Extents { a, b, bias, c })
+}
+
+/// Checks C's leading dimension and batch stride and returns its span: `g.batch` entries that
+/// must not overlap, or the result would depend on the order in which they run.
+pub(crate) fn check_output(g: &Gemm) -> Result<usize> {
     check_ld(Which::C, Layout::RowMajor, g.c.ldc, g.m, g.n)?;
     let c_dtype = g.c.mode.dtype();
     let c = span(
@@ -193,22 +215,7 @@ pub fn check(g: &Gemm) -> Result<Extents> {
             });
         }
     }
-    let bias = match g.bias {
-        Some(d) if c > 0 => {
-            span(Which::Bias, d, 1, g.n, Layout::RowMajor, g.n, 1, 0)?;
-            g.n
-        }
-        _ => 0,
-    };
-    if c == 0 {
-        return Ok(Extents {
-            a: 0,
-            b: 0,
-            bias: 0,
-            c: 0,
-        });
-    }
-    Ok(Extents { a, b, bias, c })
+    Ok(c)
 }
 
 /// Checks that every buffer the call touches has a non-null address.

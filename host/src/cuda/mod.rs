@@ -11,6 +11,7 @@ mod hopper;
 mod images;
 mod kernel_abi;
 mod modules;
+mod offsets;
 mod pointers;
 mod scalar;
 mod tensor;
