@@ -145,6 +145,17 @@ enum sgemm_bi_status
      * engine's pointer checks (`sgemm_bi_engine_set_pointer_checks`), before anything runs.
      */
     SGEMM_BI_STATUS_INACCESSIBLE_MEMORY = 19,
+    /**
+     * A grouped call's offsets are not one non-decreasing end per group between 0 and the
+     * total of the dimension they split (the message names the first bad group). Checked
+     * before anything runs, also for offsets in device memory (read back first).
+     */
+    SGEMM_BI_STATUS_BAD_OFFSETS = 20,
+    /**
+     * The call is valid, but this engine cannot run it in this situation (the message says
+     * what would work), e.g. a grouped call reading device offsets during graph capture.
+     */
+    SGEMM_BI_STATUS_UNSUPPORTED = 21,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -309,6 +320,66 @@ enum sgemm_bi_weight_layout
 typedef enum sgemm_bi_weight_layout sgemm_bi_weight_layout;
 #else
 typedef uint32_t sgemm_bi_weight_layout;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * The dimension a grouped call's offsets split.
+ */
+enum sgemm_bi_group_split
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+    /**
+     * M: group g owns rows `offsets[g-1]..offsets[g]` of A and C, its own B (batch entry
+     * g) and its own bias (`bias + g * N`). torch's 2-D × 3-D: the experts' forward and
+     * input gradient.
+     */
+    SGEMM_BI_GROUP_SPLIT_ROWS = 0,
+    /**
+     * N: group g owns columns `offsets[g-1]..offsets[g]` of B, C and the bias, and its own
+     * A (batch entry g). torch's 3-D × 2-D.
+     */
+    SGEMM_BI_GROUP_SPLIT_COLUMNS = 1,
+    /**
+     * K: group g reduces over `offsets[g-1]..offsets[g]` (columns of A, rows of B) into
+     * its own C (batch entry g). torch's 2-D × 2-D: the experts' weight gradient. No bias.
+     */
+    SGEMM_BI_GROUP_SPLIT_REDUCTION = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum sgemm_bi_group_split sgemm_bi_group_split;
+#else
+typedef uint32_t sgemm_bi_group_split;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Where a grouped call's offsets are.
+ */
+enum sgemm_bi_offsets_location
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+    /**
+     * Host memory, read during the call.
+     */
+    SGEMM_BI_OFFSETS_LOCATION_HOST = 0,
+    /**
+     * Device memory of the engine's context (CUDA engines): read back on `stream` after
+     * the work queued before, which waits for the stream, so not during graph capture
+     * (`SGEMM_BI_STATUS_UNSUPPORTED`).
+     */
+    SGEMM_BI_OFFSETS_LOCATION_DEVICE = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum sgemm_bi_offsets_location sgemm_bi_offsets_location;
+#else
+typedef uint32_t sgemm_bi_offsets_location;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -741,6 +812,38 @@ sgemm_bi_status sgemm_bi_backward_dx(const struct sgemm_bi_engine *engine,
                                      const void *w,
                                      void *dx,
                                      void *stream);
+
+/**
+ * A grouped GEMM: `desc->batch` groups, each the dense call of its part, so every output
+ * element has the bits of the dense `sgemm_bi_gemm` of its group's part (they do not depend
+ * on the other groups' sizes, the part's position or the number of groups).
+ *
+ * `desc` describes the call over all groups: `batch` is the number of groups and the split
+ * dimension (`m`, `n` or `k` for `split` ROWS, COLUMNS or REDUCTION) its total. The operand
+ * each group has its own of (B for ROWS, A for COLUMNS, C for REDUCTION) steps by its
+ * `batch_stride`; the other operands are shared and their `batch_stride` is ignored. With a
+ * bias, ROWS reads N per group (`bias + g * N`), COLUMNS one per column of C.
+ *
+ * `offsets` holds `batch` cumulative group ends (`int32_t`, as torch's `offs`):
+ * non-decreasing, from 0 up to the total; `SGEMM_BI_STATUS_BAD_OFFSETS` otherwise, before
+ * anything runs. Rows (ROWS) or columns (COLUMNS) of C past the last end are written as +0.0,
+ * or left as they are when accumulating.
+ *
+ * # Safety
+ * As for `sgemm_bi_gemm`, with the extents of the whole call (the per-group operand `batch`
+ * times, the bias `batch * N` elements for ROWS); `offsets` is NULL or valid for `batch`
+ * `int32_t`s in the memory `offsets_location` names.
+ */
+sgemm_bi_status sgemm_bi_grouped_gemm(const struct sgemm_bi_engine *engine,
+                                      const struct sgemm_bi_gemm_desc *desc,
+                                      uint32_t split,
+                                      const int32_t *offsets,
+                                      uint32_t offsets_location,
+                                      const void *a,
+                                      const void *b,
+                                      const void *bias,
+                                      void *c,
+                                      void *stream);
 
 /**
  * The message of the last call on the calling thread that returned a status: what went

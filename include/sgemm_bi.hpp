@@ -138,6 +138,15 @@ public:
         check(sgemm_bi_gemm(get(), &desc, a, b, bias, c, stream));
     }
 
+    // A grouped GEMM (sgemm_bi_grouped_gemm): desc.batch groups split along `split` by the
+    // cumulative ends `offsets` (host or device memory, as `location` says).
+    void grouped_gemm(const sgemm_bi_gemm_desc &desc, sgemm_bi_group_split split,
+                      const int32_t *offsets, sgemm_bi_offsets_location location, const void *a,
+                      const void *b, const void *bias, void *c, void *stream = nullptr) const {
+        check(sgemm_bi_grouped_gemm(get(), &desc, static_cast<uint32_t>(split), offsets,
+                                    static_cast<uint32_t>(location), a, b, bias, c, stream));
+    }
+
     // Y = X·W + bias (bias of `bias_dtype`, or no bias when `bias` is nullptr).
     void forward(const sgemm_bi_linear &layer, const void *x, const void *w, const void *bias,
                  DType bias_dtype, void *y, void *stream = nullptr) const {

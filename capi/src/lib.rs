@@ -24,6 +24,7 @@
 mod build_info;
 mod desc;
 mod engine;
+mod grouped;
 mod status;
 #[cfg(test)]
 mod tests;
@@ -44,6 +45,7 @@ pub use engine::{
     sgemm_bi_engine_set_pointer_checks, sgemm_bi_engine_supports, sgemm_bi_forward, sgemm_bi_gemm,
     sgemm_bi_gemm_desc_dense,
 };
+pub use grouped::{sgemm_bi_group_split, sgemm_bi_grouped_gemm, sgemm_bi_offsets_location};
 pub use status::{sgemm_bi_last_error_message, sgemm_bi_status, sgemm_bi_status_name};
 
 /// The version of this ABI: a program built against this header runs with a library whose

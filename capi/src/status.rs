@@ -72,10 +72,17 @@ pub enum sgemm_bi_status {
     /// array, or an address the driver does not know (a freed allocation). Found by the
     /// engine's pointer checks (`sgemm_bi_engine_set_pointer_checks`), before anything runs.
     InaccessibleMemory = 19,
+    /// A grouped call's offsets are not one non-decreasing end per group between 0 and the
+    /// total of the dimension they split (the message names the first bad group). Checked
+    /// before anything runs, also for offsets in device memory (read back first).
+    BadOffsets = 20,
+    /// The call is valid, but this engine cannot run it in this situation (the message says
+    /// what would work), e.g. a grouped call reading device offsets during graph capture.
+    Unsupported = 21,
 }
 
 /// Every code, in numeric order (`ALL[i] as u32 == i`).
-pub(crate) const ALL: [sgemm_bi_status; 20] = [
+pub(crate) const ALL: [sgemm_bi_status; 22] = [
     sgemm_bi_status::Ok,
     sgemm_bi_status::NullParameter,
     sgemm_bi_status::Panic,
@@ -96,6 +103,8 @@ pub(crate) const ALL: [sgemm_bi_status; 20] = [
     sgemm_bi_status::Other,
     sgemm_bi_status::OverlappingOperands,
     sgemm_bi_status::InaccessibleMemory,
+    sgemm_bi_status::BadOffsets,
+    sgemm_bi_status::Unsupported,
 ];
 
 impl sgemm_bi_status {
@@ -122,6 +131,8 @@ impl sgemm_bi_status {
             Self::Other => "SGEMM_BI_STATUS_OTHER\0",
             Self::OverlappingOperands => "SGEMM_BI_STATUS_OVERLAPPING_OPERANDS\0",
             Self::InaccessibleMemory => "SGEMM_BI_STATUS_INACCESSIBLE_MEMORY\0",
+            Self::BadOffsets => "SGEMM_BI_STATUS_BAD_OFFSETS\0",
+            Self::Unsupported => "SGEMM_BI_STATUS_UNSUPPORTED\0",
         }
     }
 
@@ -144,6 +155,8 @@ impl sgemm_bi_status {
             Error::Launch { .. } => Self::LaunchFailed,
             Error::OverlappingOperands { .. } => Self::OverlappingOperands,
             Error::InaccessibleMemory { .. } => Self::InaccessibleMemory,
+            Error::BadOffsets { .. } => Self::BadOffsets,
+            Error::Unsupported(_) => Self::Unsupported,
             // `Error` is non-exhaustive: a kind added later still reaches the caller, with
             // its message, until it gets a code of its own.
             _ => Self::Other,

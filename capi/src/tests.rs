@@ -220,6 +220,8 @@ fn status_numbers_are_stable() {
             19,
             "SGEMM_BI_STATUS_INACCESSIBLE_MEMORY",
         ),
+        (S::BadOffsets, 20, "SGEMM_BI_STATUS_BAD_OFFSETS"),
+        (S::Unsupported, 21, "SGEMM_BI_STATUS_UNSUPPORTED"),
     ];
     assert_eq!(ALL.len(), expected.len());
     for (i, (s, n, c_name)) in expected.into_iter().enumerate() {
@@ -227,7 +229,7 @@ fn status_numbers_are_stable() {
         assert_eq!(ALL[i], s);
         assert_eq!(name(n), c_name);
     }
-    assert_eq!(name(20), "SGEMM_BI_STATUS_UNKNOWN");
+    assert_eq!(name(22), "SGEMM_BI_STATUS_UNKNOWN");
     assert_eq!(name(u32::MAX), "SGEMM_BI_STATUS_UNKNOWN");
 }
 

@@ -27,11 +27,11 @@ _Static_assert(SGEMM_BI_STATUS_OK == 0 && SGEMM_BI_STATUS_NULL_PARAMETER == 1 &&
                    SGEMM_BI_STATUS_WRONG_DEVICE == 14 && SGEMM_BI_STATUS_DRIVER_ERROR == 15 &&
                    SGEMM_BI_STATUS_LAUNCH_FAILED == 16 && SGEMM_BI_STATUS_OTHER == 17 &&
                    SGEMM_BI_STATUS_OVERLAPPING_OPERANDS == 18 &&
-                   SGEMM_BI_STATUS_INACCESSIBLE_MEMORY == 19,
+                   SGEMM_BI_STATUS_INACCESSIBLE_MEMORY == 19 &&
+                   SGEMM_BI_STATUS_BAD_OFFSETS == 20 && SGEMM_BI_STATUS_UNSUPPORTED == 21,
                "status numbers are stable");
-/* The last code of this header (INACCESSIBLE_MEMORY, which only a CUDA engine returns, is
- * checked by gpu_cpu_same_bits.c). */
-#define LAST_STATUS SGEMM_BI_STATUS_INACCESSIBLE_MEMORY
+/* The last code of this header. */
+#define LAST_STATUS SGEMM_BI_STATUS_UNSUPPORTED
 _Static_assert(sizeof(sgemm_bi_status) == 4, "statuses are uint32_t");
 _Static_assert(sizeof(sgemm_bi_operand) == 24 && sizeof(sgemm_bi_output) == 24 &&
                    sizeof(sgemm_bi_gemm_desc) == 152 && sizeof(sgemm_bi_linear) == 56 &&
@@ -379,6 +379,56 @@ static void status_names(void) {
           "an unknown number has the UNKNOWN name");
 }
 
+/* A grouped call (rows split, two experts): each group's rows have the bits of the dense
+ * call of those rows with its expert's B and bias; bad offsets and arguments are rejected
+ * with C untouched. */
+static float experts[2 * K * N], expert_bias[2 * N];
+
+static void grouped_calls(void) {
+    sgemm_bi_gemm_desc d = valid(), one;
+    const int32_t offsets[2] = {1, M};
+    float want[M * N];
+    d.batch = 2;
+    d.b.batch_stride = K * N;
+    poison_c();
+    check(sgemm_bi_grouped_gemm(engine, &d, SGEMM_BI_GROUP_SPLIT_ROWS, offsets,
+                                SGEMM_BI_OFFSETS_LOCATION_HOST, a, experts, expert_bias, c,
+                                NULL) == SGEMM_BI_STATUS_OK,
+          "a grouped call succeeds");
+    /* Group 0: row 0 with expert 0; group 1: rows 1.. with expert 1. */
+    one = valid();
+    one.m = 1;
+    check(sgemm_bi_gemm(engine, &one, a, experts, expert_bias, want, NULL) == SGEMM_BI_STATUS_OK,
+          "group 0 as a dense call");
+    one.m = M - 1;
+    check(sgemm_bi_gemm(engine, &one, a + K, experts + K * N, expert_bias + N, want + N, NULL) ==
+              SGEMM_BI_STATUS_OK,
+          "group 1 as a dense call");
+    check(memcmp(c, want, sizeof want) == 0, "each group has its dense call's bits");
+
+    const int32_t decreasing[2] = {2, 1}, past_end[2] = {1, M + 1};
+    poison_c();
+    expect(sgemm_bi_grouped_gemm(engine, &d, SGEMM_BI_GROUP_SPLIT_ROWS, decreasing,
+                                 SGEMM_BI_OFFSETS_LOCATION_HOST, a, experts, expert_bias, c, NULL),
+           SGEMM_BI_STATUS_BAD_OFFSETS, "group 1", "decreasing offsets");
+    expect(sgemm_bi_grouped_gemm(engine, &d, SGEMM_BI_GROUP_SPLIT_ROWS, past_end,
+                                 SGEMM_BI_OFFSETS_LOCATION_HOST, a, experts, expert_bias, c, NULL),
+           SGEMM_BI_STATUS_BAD_OFFSETS, "past the end", "offsets past the end");
+    expect(sgemm_bi_grouped_gemm(engine, &d, 3, offsets, SGEMM_BI_OFFSETS_LOCATION_HOST, a,
+                                 experts, expert_bias, c, NULL),
+           SGEMM_BI_STATUS_INVALID_ARGUMENT, "split", "unknown split");
+    expect(sgemm_bi_grouped_gemm(engine, &d, SGEMM_BI_GROUP_SPLIT_ROWS, offsets, 2, a, experts,
+                                 expert_bias, c, NULL),
+           SGEMM_BI_STATUS_INVALID_ARGUMENT, "offsets_location", "unknown offsets location");
+    expect(sgemm_bi_grouped_gemm(engine, &d, SGEMM_BI_GROUP_SPLIT_ROWS, NULL,
+                                 SGEMM_BI_OFFSETS_LOCATION_HOST, a, experts, expert_bias, c, NULL),
+           SGEMM_BI_STATUS_NULL_PARAMETER, "offsets", "NULL offsets");
+    expect(sgemm_bi_grouped_gemm(engine, &d, SGEMM_BI_GROUP_SPLIT_ROWS, offsets,
+                                 SGEMM_BI_OFFSETS_LOCATION_DEVICE, a, experts, expert_bias, c,
+                                 NULL),
+           SGEMM_BI_STATUS_WRONG_DEVICE, "host memory", "device offsets on the CPU");
+}
+
 int main(void) {
     uint64_t state = 7;
     check(sgemm_bi_abi_version() == SGEMM_BI_ABI_VERSION, "runtime ABI version = header's");
@@ -387,6 +437,8 @@ int main(void) {
     for (int i = 0; i < M * K; i++) a[i] = (float)((state = state * 48271 % 2147483647) % 2001) / 1000.0f - 1.0f;
     for (int i = 0; i < K * N; i++) b[i] = (float)((state = state * 48271 % 2147483647) % 2001) / 1000.0f - 1.0f;
     for (int i = 0; i < N; i++) bias[i] = (float)i - 1.5f;
+    for (int i = 0; i < 2 * K * N; i++) experts[i] = (float)(i % 7) * 0.25f - 0.5f;
+    for (int i = 0; i < 2 * N; i++) expert_bias[i] = (float)i * 0.5f;
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) {
             float acc = 0.0f;
@@ -402,6 +454,7 @@ int main(void) {
     pointer_check_switch();
     convenience_errors();
     engine_errors();
+    grouped_calls();
     status_names();
     check(sgemm_bi_engine_destroy(engine) == SGEMM_BI_STATUS_OK, "destroy");
     printf("abi_errors: %d passed, %d failed\n", passed, failed);
