@@ -5,6 +5,8 @@ The API::
 
     sgemm_bi.matmul(a, b, bias=None, *, tier="auto")      # torch.matmul shapes, + bias
     sgemm_bi.linear(x, weight, bias=None, *, tier="auto")  # F.linear semantics
+    sgemm_bi.grouped_mm(a, b, *, offs=None, bias=None, out_dtype=None, tier="auto")
+                                                           # F.grouped_mm (MoE experts)
     sgemm_bi.Linear(in_features, out_features, ...)        # a drop-in nn.Linear
     sgemm_bi.Linear.from_torch(linear, *, tier="auto")
     sgemm_bi.enable(tier="auto"); sgemm_bi.disable()       # every matmul of a model
@@ -41,6 +43,7 @@ from .errors import (
     UnsupportedDtypeError,
 )
 from .functional import linear, matmul
+from .grouped import grouped_mm
 from .compat import deterministic_linear
 from .dispatch import disable, enable, is_enabled, mode
 from .nn import Linear
@@ -49,6 +52,7 @@ __all__ = [
     "__version__",
     "matmul",
     "linear",
+    "grouped_mm",
     "deterministic_linear",
     "Linear",
     "enable",

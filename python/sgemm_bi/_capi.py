@@ -50,6 +50,8 @@ class Status(enum.IntEnum):
     OTHER = 17
     OVERLAPPING_OPERANDS = 18
     INACCESSIBLE_MEMORY = 19
+    BAD_OFFSETS = 20
+    UNSUPPORTED = 21
 
 
 class DType(enum.IntEnum):
@@ -96,6 +98,21 @@ class WeightLayout(enum.IntEnum):
     NK = 1
 
 
+class GroupSplit(enum.IntEnum):
+    """``enum sgemm_bi_group_split``: the dimension a grouped call's offsets split."""
+
+    ROWS = 0
+    COLUMNS = 1
+    REDUCTION = 2
+
+
+class OffsetsLocation(enum.IntEnum):
+    """``enum sgemm_bi_offsets_location``: host or device memory."""
+
+    HOST = 0
+    DEVICE = 1
+
+
 # The header's C enum name of each IntEnum (for the mirror test and for messages).
 C_ENUMS: dict[str, type[enum.IntEnum]] = {
     "sgemm_bi_status": Status,
@@ -105,6 +122,8 @@ C_ENUMS: dict[str, type[enum.IntEnum]] = {
     "sgemm_bi_output_mode": OutputMode,
     "sgemm_bi_device_kind": DeviceKind,
     "sgemm_bi_weight_layout": WeightLayout,
+    "sgemm_bi_group_split": GroupSplit,
+    "sgemm_bi_offsets_location": OffsetsLocation,
 }
 
 
@@ -224,6 +243,11 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "sgemm_bi_backward_dx": (
         _status,
         [_engine_p, POINTER(sgemm_bi_linear), c_void_p, c_void_p, c_void_p, c_void_p],
+    ),
+    "sgemm_bi_grouped_gemm": (
+        _status,
+        [_engine_p, POINTER(sgemm_bi_gemm_desc), c_uint32, POINTER(ctypes.c_int32), c_uint32,
+         c_void_p, c_void_p, c_void_p, c_void_p, c_void_p],
     ),
     "sgemm_bi_last_error_message": (c_char_p, []),
     "sgemm_bi_status_name": (c_char_p, [c_uint32]),

@@ -35,6 +35,8 @@ __all__ = [
     "LaunchFailedError",
     "OverlappingOperandsError",
     "InaccessibleMemoryError",
+    "BadOffsetsError",
+    "UnsupportedError",
     "LibraryNotFoundError",
     "check",
     "error_for",
@@ -171,6 +173,20 @@ class InaccessibleMemoryError(SgemmBiError, ValueError):
     status = Status.INACCESSIBLE_MEMORY
 
 
+class BadOffsetsError(SgemmBiError, ValueError):
+    """A grouped call's offsets are not one non-decreasing end per group between 0 and the
+    length of the dimension they split (``SGEMM_BI_STATUS_BAD_OFFSETS``)."""
+
+    status = Status.BAD_OFFSETS
+
+
+class UnsupportedError(SgemmBiError, NotImplementedError):
+    """A valid call this engine cannot run in this situation, e.g. a grouped call whose
+    offsets are on the GPU during CUDA graph capture (``SGEMM_BI_STATUS_UNSUPPORTED``)."""
+
+    status = Status.UNSUPPORTED
+
+
 _BY_STATUS: dict[int, type[SgemmBiError]] = {
     cls.status: cls
     for cls in (
@@ -192,6 +208,8 @@ _BY_STATUS: dict[int, type[SgemmBiError]] = {
         LaunchFailedError,
         OverlappingOperandsError,
         InaccessibleMemoryError,
+        BadOffsetsError,
+        UnsupportedError,
     )
 }
 

@@ -9,6 +9,9 @@ engine takes and handing everything else to torch's own kernel.
   ``aten::linear`` decompose into on both devices, what torch's autograd formulas of all of
   them call, and what ``torch.compile``'s generated code calls (``extern_kernels.mm(...,
   out=...)``);
+* on the ``CPU`` and ``CUDA`` keys, ``_grouped_mm`` (``F.grouped_mm``, and the gradients its
+  autograd formula computes with it) where torch has it: :func:`sgemm_bi.grouped_mm`'s
+  engine call;
 * with ``bias_grad="engine"`` (:func:`kernels` with ``linear=True``), on the
   ``AutogradCPU`` and ``AutogradCUDA`` keys, ``linear`` — ahead of its decomposition into
   ``addmm``, so that ``F.linear`` / ``nn.Linear`` run :func:`sgemm_bi.linear` and the bias
@@ -42,6 +45,7 @@ from . import native as _native
 from . import plan as _plan
 from .checks import TORCH_DTYPES
 from .functional import linear as _linear_fn
+from .grouped import _run as _grouped_run
 
 __all__ = ["kernels", "tier"]
 
@@ -194,6 +198,41 @@ def _linear_kernel(torch_kernel: Any) -> Callable[..., Any]:
     return kernel
 
 
+def _grouped_eligible(a: Any, b: Any, offs: Any, bias: Any, out_dtype: Any) -> bool:
+    """``aten::_grouped_mm(a, b, offs, bias, out_dtype)`` is a call the engine takes with
+    torch's semantics (else torch's kernel runs, and raises its own errors)."""
+    if type(a) not in _PLAIN or type(b) not in _PLAIN or bias is not None:
+        return False
+    if a.dtype not in TORCH_DTYPES or b.dtype != a.dtype or a.device != b.device:
+        return False
+    if out_dtype is not None and out_dtype not in TORCH_DTYPES:
+        return False
+    if a.dim() not in (2, 3) or b.dim() not in (2, 3) or a.shape[-1] != b.shape[-2]:
+        return False
+    if a.dim() == 3 and b.dim() == 3:
+        return offs is None and a.shape[0] == b.shape[0]
+    if type(offs) is not Tensor or offs.dtype != torch.int32 or offs.dim() != 1:
+        return False
+    if offs.device != a.device and offs.device.type != "cpu":
+        return False
+    groups = offs.shape[0]
+    if a.dim() == 2 and b.dim() == 3:
+        return b.shape[0] == groups
+    return a.dim() == 2 or a.shape[0] == groups
+
+
+def _grouped_kernel(torch_kernel: Any) -> Callable[..., Any]:
+    """``aten::_grouped_mm`` (what ``F.grouped_mm`` calls, and torch's autograd formula of it
+    calls again for both gradients): the engine's grouped call, below autograd."""
+    def kernel(ks: Any, a: Tensor, b: Tensor, offs: Optional[Tensor] = None,
+               bias: Optional[Tensor] = None, out_dtype: Any = None) -> Tensor:
+        if _grouped_eligible(a, b, offs, bias, out_dtype):
+            return _grouped_run(a, b, offs, None, tier, out_dtype)
+        return torch_kernel.call_boxed(ks, a, b, offs, bias, out_dtype)
+
+    return kernel
+
+
 _OPS: dict[str, tuple[Callable[[int, Any], Callable[..., Any]], int]] = {
     "mm": (_mm_kernel, 2),
     "mm.out": (_mm_out_kernel, 2),
@@ -234,4 +273,9 @@ def kernels(linear: bool = False, native: frozenset[str] = frozenset(),
                 out.append((op, backend, make(dims, theirs[op])))
         if linear:
             out.append(("linear", autograd, _linear_kernel(theirs["linear"])))
+        try:
+            grouped = torch.library.get_kernel("aten::_grouped_mm", backend)
+        except (RuntimeError, AttributeError):
+            continue  # a torch without grouped_mm on this backend: nothing to route
+        out.append(("_grouped_mm", backend, _grouped_kernel(grouped)))
     return out

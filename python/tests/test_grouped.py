@@ -1,0 +1,288 @@
+"""``sgemm_bi.grouped_mm``: every group's part of the result has the bits of the dense
+``sgemm_bi.matmul`` of that part with the group's operand, in all four forms, forward and
+backward; a token keeps its bits whatever the other tokens are routed to; bad input is a
+typed error; the mode routes ``F.grouped_mm``. The GPU tests check the same on the H200, with
+offsets on the device, against the CPU's bits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import sgemm_bi
+from sgemm_bi.errors import BadOffsetsError
+
+CASES = [
+    (torch.float32, "scalar"),
+    (torch.bfloat16, "scalar"),
+    (torch.bfloat16, "tensor_cores"),
+    (torch.float16, "tensor_cores"),
+]
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.int16 if t.element_size() == 2 else torch.int32)
+
+
+def same_bits(got: torch.Tensor, want: torch.Tensor, what: str = "") -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype, what
+    assert torch.equal(bits(got), bits(want)), what
+
+
+def routing(gen: torch.Generator, groups: int, total: int, uneven: bool = True) -> torch.Tensor:
+    """Cumulative int32 group ends for ``total`` items (Zipf-like when ``uneven``; some
+    groups empty)."""
+    weights = 1.0 / torch.arange(1, groups + 1, dtype=torch.float64) if uneven else (
+        torch.ones(groups, dtype=torch.float64))
+    picks = torch.multinomial(weights, total, replacement=True, generator=gen)
+    sizes = torch.bincount(picks, minlength=groups)
+    return sizes.cumsum(0).to(torch.int32)
+
+
+def ranges(offs: torch.Tensor) -> list[tuple[int, int]]:
+    ends = offs.tolist()
+    return list(zip([0] + ends[:-1], ends))
+
+
+def rand(gen: torch.Generator, *shape: int, dtype: torch.dtype) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen).to(dtype)
+
+
+@pytest.mark.parametrize("dtype,tier", CASES)
+def test_experts_forward_is_the_dense_call_of_each_group(gen, dtype, tier) -> None:
+    tokens, k, n, groups = 70, 48, 40, 6
+    x = rand(gen, tokens, k, dtype=dtype)
+    w = rand(gen, groups, n, k, dtype=dtype)  # torch's [G, N, K] expert weights
+    bias = rand(gen, groups, n, dtype=torch.float32)
+    offs = routing(gen, groups, tokens - 3)  # three tokens routed nowhere
+    out = sgemm_bi.grouped_mm(x, w.transpose(-2, -1), offs=offs, bias=bias, tier=tier)
+    for g, (s, e) in enumerate(ranges(offs)):
+        want = sgemm_bi.linear(x[s:e], w[g], bias[g], tier=tier) if e > s else None
+        if want is not None:
+            same_bits(out[s:e], want, f"group {g}")
+    assert torch.equal(bits(out[int(offs[-1]):]), torch.zeros_like(bits(out[int(offs[-1]):])))
+
+
+@pytest.mark.parametrize("dtype,tier", CASES)
+def test_the_other_forms_are_the_dense_calls_of_each_group(gen, dtype, tier) -> None:
+    m, k, t, groups = 9, 20, 50, 4
+    offs = routing(gen, groups, t)
+    # 2-D x 2-D: the reduction is split (the experts' weight gradient).
+    a, b = rand(gen, m, t, dtype=dtype), rand(gen, t, k, dtype=dtype)
+    out = sgemm_bi.grouped_mm(a, b, offs=offs, tier=tier)
+    assert out.shape == (groups, m, k)
+    for g, (s, e) in enumerate(ranges(offs)):
+        same_bits(out[g], sgemm_bi.matmul(a[:, s:e], b[s:e], tier=tier), f"2-D x 2-D group {g}")
+    # 3-D x 2-D: the columns are split.
+    a3, b2 = rand(gen, groups, m, k, dtype=dtype), rand(gen, k, t, dtype=dtype)
+    out = sgemm_bi.grouped_mm(a3, b2, offs=offs, tier=tier)
+    for g, (s, e) in enumerate(ranges(offs)):
+        same_bits(out[:, s:e], sgemm_bi.matmul(a3[g], b2[:, s:e], tier=tier), f"3-D x 2-D {g}")
+    # 3-D x 3-D: the groups are the batch.
+    b3 = rand(gen, groups, k, m, dtype=dtype)
+    same_bits(sgemm_bi.grouped_mm(a3, b3, tier=tier), sgemm_bi.matmul(a3, b3, tier=tier))
+
+
+@pytest.mark.parametrize("dtype,tier", CASES)
+def test_a_token_keeps_its_bits_whatever_the_routing_of_the_others(gen, dtype, tier) -> None:
+    k, n, groups = 64, 32, 8
+    w = rand(gen, groups, k, n, dtype=dtype)
+    token = rand(gen, 1, k, dtype=dtype)
+    for expert in (0, 5):
+        alone_offs = torch.tensor([0] * expert + [1] * (groups - expert), dtype=torch.int32)
+        alone = sgemm_bi.grouped_mm(token, w, offs=alone_offs, tier=tier)
+        for tokens in (17, 300):
+            x = rand(gen, tokens, k, dtype=dtype)
+            offs = routing(gen, groups, tokens)
+            s, e = ranges(offs)[expert]
+            if e == s:
+                continue
+            row = s + int(torch.randint(e - s, (1,), generator=gen))
+            x[row] = token[0]
+            out = sgemm_bi.grouped_mm(x, w, offs=offs, tier=tier)
+            same_bits(out[row:row + 1], alone, f"expert {expert}, {tokens} tokens")
+
+
+@pytest.mark.parametrize("dtype,tier", CASES[::2])
+def test_gradients_are_the_dense_gradients_of_each_group(gen, dtype, tier) -> None:
+    tokens, k, n, groups = 40, 24, 16, 5
+    offs = routing(gen, groups, tokens)
+    x = rand(gen, tokens, k, dtype=dtype).requires_grad_()
+    w = rand(gen, groups, k, n, dtype=dtype).requires_grad_()
+    bias = rand(gen, groups, n, dtype=dtype).requires_grad_()
+    dy = rand(gen, tokens, n, dtype=dtype)
+    sgemm_bi.grouped_mm(x, w, offs=offs, bias=bias, tier=tier).backward(dy)
+    for g, (s, e) in enumerate(ranges(offs)):
+        xg = x.detach()[s:e].clone().requires_grad_()
+        wg = w.detach()[g].clone().requires_grad_()
+        bg = bias.detach()[g].clone().requires_grad_()
+        sgemm_bi.matmul(xg, wg, bg, tier=tier).backward(dy[s:e])
+        same_bits(x.grad[s:e], xg.grad, f"dx of group {g}")
+        same_bits(w.grad[g], wg.grad, f"dw of group {g}")
+        same_bits(bias.grad[g], bg.grad, f"dbias of group {g}")
+
+
+def test_gradients_of_every_form_match_torch_closely(gen) -> None:
+    """The formulas are right (against torch's own grouped_mm where it exists, else dense
+    per-group torch matmuls), in f32 on the scalar tier."""
+    t, m, k, groups = 30, 7, 11, 3
+    offs = routing(gen, groups, t)
+
+    def reference(a, b):
+        if a.dim() == 2 and b.dim() == 3:
+            return torch.cat([a[s:e] @ b[g] for g, (s, e) in enumerate(ranges(offs))]
+                             + [a[int(offs[-1]):] @ b[0] * 0])
+        if a.dim() == 2 and b.dim() == 2:
+            return torch.stack([a[:, s:e] @ b[s:e] for s, e in ranges(offs)])
+        return torch.cat([a[g] @ b[:, s:e] for g, (s, e) in enumerate(ranges(offs))]
+                         + [a[0] @ b[:, int(offs[-1]):] * 0], dim=1)
+
+    for shape_a, shape_b in (((t, k), (groups, k, m)), ((m, t), (t, k)), ((groups, m, k), (k, t))):
+        a = torch.randn(*shape_a, generator=gen, requires_grad=True)
+        b = torch.randn(*shape_b, generator=gen, requires_grad=True)
+        out = sgemm_bi.grouped_mm(a, b, offs=offs, tier="scalar")
+        ra, rb = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+        ref = reference(ra, rb)
+        torch.testing.assert_close(out, ref)
+        grad = torch.randn(out.shape, generator=gen)
+        out.backward(grad)
+        ref.backward(grad)
+        torch.testing.assert_close(a.grad, ra.grad)
+        torch.testing.assert_close(b.grad, rb.grad)
+
+
+def test_bad_input_is_a_typed_error(gen) -> None:
+    x, w = rand(gen, 10, 4, dtype=torch.float32), rand(gen, 3, 4, 5, dtype=torch.float32)
+    ok = torch.tensor([2, 5, 10], dtype=torch.int32)
+    with pytest.raises(BadOffsetsError, match="group 1"):
+        sgemm_bi.grouped_mm(x, w, offs=torch.tensor([5, 2, 10], dtype=torch.int32))
+    with pytest.raises(BadOffsetsError, match="past the end"):
+        sgemm_bi.grouped_mm(x, w, offs=torch.tensor([2, 5, 11], dtype=torch.int32))
+    with pytest.raises(TypeError, match="int32"):
+        sgemm_bi.grouped_mm(x, w, offs=ok.to(torch.int64))
+    with pytest.raises(TypeError, match="offs is required"):
+        sgemm_bi.grouped_mm(x, w)
+    with pytest.raises(ValueError, match="3 groups, but offs has 2"):
+        sgemm_bi.grouped_mm(x, w, offs=ok[:2])
+    with pytest.raises(ValueError, match="takes none"):
+        sgemm_bi.grouped_mm(x.t(), x, offs=ok, bias=torch.zeros(4))
+    with pytest.raises(ValueError, match=r"expected \[3, 5\]"):
+        sgemm_bi.grouped_mm(x, w, offs=ok, bias=torch.zeros(5))
+    with pytest.raises(TypeError, match="one dtype"):
+        sgemm_bi.grouped_mm(x, w.to(torch.bfloat16), offs=ok)
+    with pytest.raises(ValueError, match="tier"):
+        sgemm_bi.grouped_mm(x, w, offs=ok, tier="fast")
+
+
+def test_the_custom_op_passes_opcheck(gen) -> None:
+    from sgemm_bi.grouped import grouped_mm_op
+
+    x = rand(gen, 12, 8, dtype=torch.float32).requires_grad_()
+    w = rand(gen, 3, 8, 4, dtype=torch.float32).requires_grad_()
+    offs = torch.tensor([3, 3, 10], dtype=torch.int32)
+    torch.library.opcheck(grouped_mm_op, (x, w, offs, None, "scalar", None))
+
+
+def test_torch_compile_traces_it_without_a_graph_break(gen) -> None:
+    x = rand(gen, 12, 8, dtype=torch.float32)
+    w = rand(gen, 3, 8, 4, dtype=torch.float32)
+    offs = torch.tensor([3, 3, 10], dtype=torch.int32)
+    fn = torch.compile(lambda x, w, o: sgemm_bi.grouped_mm(x, w, offs=o, tier="scalar"),
+                       fullgraph=True, backend="eager")
+    same_bits(fn(x, w, offs), sgemm_bi.grouped_mm(x, w, offs=offs, tier="scalar"))
+
+
+@pytest.mark.skipif(not hasattr(F, "grouped_mm"), reason="this torch has no F.grouped_mm")
+def test_the_mode_routes_f_grouped_mm(gen) -> None:
+    x = rand(gen, 40, 512, dtype=torch.float32)
+    w = rand(gen, 4, 512, 64, dtype=torch.float32)
+    offs = torch.tensor([4, 9, 9, 40], dtype=torch.int32)
+    want = sgemm_bi.grouped_mm(x, w, offs=offs, tier="scalar")
+    try:
+        theirs = F.grouped_mm(x, w, offs=offs)
+    except (RuntimeError, NotImplementedError) as e:  # a torch without the CPU kernel
+        pytest.skip(f"F.grouped_mm on the CPU: {e}")
+    # torch's own sums in another order: the check below can tell the routes ran.
+    assert not torch.equal(bits(theirs), bits(want))
+    with sgemm_bi.mode(tier="scalar"):
+        got = F.grouped_mm(x, w, offs=offs)
+    same_bits(got, want)
+    same_bits(F.grouped_mm(x, w, offs=offs), theirs, "torch's kernel is back after the mode")
+
+
+# -- on the GPU --------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,tier", CASES)
+def test_gpu_grouped_mm_gives_the_cpu_bits_with_offsets_on_the_device(gen, dtype, tier) -> None:
+    tokens, k, n, groups = 300, 256, 192, 16
+    x = rand(gen, tokens, k, dtype=dtype)
+    w = rand(gen, groups, n, k, dtype=dtype)
+    offs = routing(gen, groups, tokens - 5)
+    cpu = sgemm_bi.grouped_mm(x, w.transpose(-2, -1), offs=offs, tier=tier)
+    dev = torch.device("cuda")
+    gpu = sgemm_bi.grouped_mm(x.to(dev), w.to(dev).transpose(-2, -1), offs=offs.to(dev),
+                              tier=tier)
+    same_bits(gpu.cpu(), cpu)
+    # Offsets on the host give the same bits.
+    host = sgemm_bi.grouped_mm(x.to(dev), w.to(dev).transpose(-2, -1), offs=offs, tier=tier)
+    same_bits(host.cpu(), cpu)
+    # Each group is the dense call of its rows, also on the GPU.
+    for g, (s, e) in enumerate(ranges(offs)):
+        if e > s:
+            same_bits(gpu[s:e], sgemm_bi.linear(x[s:e].to(dev), w[g].to(dev), tier=tier))
+
+
+@pytest.mark.gpu
+def test_gpu_graph_capture_with_host_offsets_and_a_clear_error_with_device_offsets(gen) -> None:
+    dev = torch.device("cuda")
+    x = rand(gen, 64, 128, dtype=torch.bfloat16).to(dev)
+    w = rand(gen, 4, 128, 64, dtype=torch.bfloat16).to(dev)
+    offs = torch.tensor([10, 10, 40, 64], dtype=torch.int32)
+    want = sgemm_bi.grouped_mm(x, w, offs=offs)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = sgemm_bi.grouped_mm(x, w, offs=offs)
+    graph.replay()
+    torch.cuda.synchronize()
+    same_bits(out, want)
+    with pytest.raises(sgemm_bi.errors.UnsupportedError, match="host memory"):
+        graph2 = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph2):
+            sgemm_bi.grouped_mm(x, w, offs=offs.to(dev))
+
+
+@pytest.mark.gpu
+def test_gpu_bad_device_offsets_are_reported_without_corrupting_anything(gen) -> None:
+    dev = torch.device("cuda")
+    x = rand(gen, 16, 32, dtype=torch.float32).to(dev)
+    w = rand(gen, 2, 32, 8, dtype=torch.float32).to(dev)
+    with pytest.raises(BadOffsetsError, match="past the end"):
+        sgemm_bi.grouped_mm(x, w, offs=torch.tensor([4, 1 << 30], dtype=torch.int32, device=dev))
+    # The context still works.
+    ok = torch.tensor([4, 16], dtype=torch.int32, device=dev)
+    same_bits(sgemm_bi.grouped_mm(x, w, offs=ok, tier="scalar").cpu(),
+              sgemm_bi.grouped_mm(x.cpu(), w.cpu(), offs=ok.cpu(), tier="scalar"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not hasattr(F, "grouped_mm"), reason="this torch has no F.grouped_mm")
+def test_gpu_the_mode_routes_f_grouped_mm_forward_and_backward(gen) -> None:
+    dev = torch.device("cuda")
+    x = rand(gen, 96, 64, dtype=torch.bfloat16).to(dev).requires_grad_()
+    w = rand(gen, 4, 64, 32, dtype=torch.bfloat16).to(dev).requires_grad_()
+    offs = torch.tensor([10, 50, 50, 96], dtype=torch.int32, device=dev)
+    dy = rand(gen, 96, 32, dtype=torch.bfloat16).to(dev)
+    out = sgemm_bi.grouped_mm(x, w, offs=offs)
+    out.backward(dy)
+    want = (out.detach(), x.grad.clone(), w.grad.clone())
+    x.grad = w.grad = None
+    with sgemm_bi.mode():
+        got = F.grouped_mm(x, w, offs=offs)
+        got.backward(dy)
+    same_bits(got.detach(), want[0], "forward")
+    same_bits(x.grad, want[1], "dx")
+    same_bits(w.grad, want[2], "dw")
