@@ -1,0 +1,177 @@
+"""Grouped GEMM at Mixture-of-Experts shapes: ``sgemm_bi.grouped_mm`` next to
+``F.grouped_mm`` and a loop of per-expert ``torch.matmul`` on the same CUDA tensors. Prints a
+markdown table.
+
+Shapes: 128 experts, top-8 routing (tokens × 8 rows routed), hidden 2048 or 4096, expert
+width 768 or 1536, 4k and 16k tokens; routing balanced or Zipf-like (expert i drawn with
+weight 1/(i+1)). Each shape is timed for the experts' forward (``[T·8, H] × [E, H, W]``)
+and for forward + backward (the input gradient and the experts' weight gradient).
+
+Ours runs with the offsets on the GPU (what a model passes) and, as its own row, on the
+host. Each sample is a plain loop of ``--calls`` calls between two CUDA events (ours with
+device offsets waits for the stream once per call, so it cannot be graph-captured); a row
+is the median per-call GPU time over ``--samples`` samples, back to back on warm buffers.
+Floors: FLOPs over 989e12 (H200 dense bf16) and bytes of A + B + C over 4.8e12 B/s.
+
+Before timing, each shape checks that ours repeats its bits and that every expert's rows
+have the bits of the dense ``sgemm_bi.matmul`` of those rows (two experts sampled).
+
+    SGEMM_BI_LIB=$PWD/.gpu/lib/libsgemm_bi.so python3 python/benchmarks/bench_grouped.py
+    ... --quick     # two shapes, few samples
+
+Exits 2 without PyTorch or a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+try:
+    import torch
+    import torch.nn.functional as F
+
+    import sgemm_bi
+    IMPORT_ERROR: Optional[BaseException] = None
+except ImportError as e:
+    torch = F = sgemm_bi = None  # type: ignore[assignment]
+    IMPORT_ERROR = e
+
+PEAK_FLOPS = 989e12
+PEAK_BW = 4.8e12
+EXPERTS = 128
+TOP_K = 8
+
+
+def routing(tokens: int, experts: int, zipf: bool, gen: Any) -> Any:
+    rows = tokens * TOP_K
+    if zipf:
+        w = 1.0 / torch.arange(1, experts + 1, dtype=torch.float64)
+    else:
+        w = torch.ones(experts, dtype=torch.float64)
+    picks = torch.multinomial(w, rows, replacement=True, generator=gen)
+    return torch.bincount(picks, minlength=experts).cumsum(0).to(torch.int32)
+
+
+def timed(fn: Callable[[], Any], calls: int, samples: int) -> float:
+    """Median µs per call of ``fn``, each sample ``calls`` calls between CUDA events (NaN,
+    with the reason on stderr, when ``fn`` raises)."""
+    try:
+        for _ in range(3):
+            fn()
+    except (RuntimeError, NotImplementedError) as e:
+        print(f"skipped a candidate: {e}", file=sys.stderr)
+        return float("nan")
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(samples):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def check(x: Any, w: Any, offs: Any) -> None:
+    a = sgemm_bi.grouped_mm(x, w.transpose(-2, -1), offs=offs)
+    b = sgemm_bi.grouped_mm(x, w.transpose(-2, -1), offs=offs)
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16)), "ours does not repeat"
+    ends = offs.tolist()
+    for e in (0, len(ends) // 2):
+        s, t = (ends[e - 1] if e else 0), ends[e]
+        if t > s:
+            dense = sgemm_bi.linear(x[s:t], w[e])
+            assert torch.equal(a[s:t].view(torch.int16), dense.view(torch.int16)), (
+                f"expert {e}: not the dense call's bits")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--calls", type=int, default=5)
+    ap.add_argument("--samples", type=int, default=15)
+    args = ap.parse_args()
+    if IMPORT_ERROR is not None or not torch.cuda.is_available():
+        print(f"needs torch and a CUDA GPU ({IMPORT_ERROR or 'no GPU'})", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda")
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(t, h, f, z) for t in (4096, 16384) for h, f in ((2048, 768), (4096, 1536))
+              for z in (False, True)]
+    samples = args.samples
+    if args.quick:
+        shapes, samples = [(4096, 2048, 768, False), (4096, 2048, 768, True)], 5
+    has_torch_grouped = hasattr(F, "grouped_mm")
+    print(f"# Grouped GEMM, {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
+          f"sgemm-bi {sgemm_bi.library_version()}; {EXPERTS} experts, top-{TOP_K}, bf16; "
+          f"median of {samples} samples × {args.calls} calls, back to back, warm; µs per call")
+    print()
+    print("| tokens | hidden × width | routing | pass | floor | F.grouped_mm | loop of matmul "
+          "| ours (device offs) | ours (host offs) | F.grouped_mm / ours |")
+    print("|---:|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for tokens, hidden, width, zipf in shapes:
+        offs = routing(tokens, EXPERTS, zipf, gen).to(dev)
+        offs_host = offs.cpu()
+        rows = tokens * TOP_K
+        x = torch.randn(rows, hidden, generator=gen).to(dev, torch.bfloat16)
+        w = (torch.randn(EXPERTS, width, hidden, generator=gen) * 0.02).to(dev, torch.bfloat16)
+        dy = torch.randn(rows, width, generator=gen).to(dev, torch.bfloat16)
+        check(x, w, offs)
+        ends = offs_host.tolist()
+        starts = [0] + ends[:-1]
+
+        def loop_fwd() -> Any:
+            return [x[s:e] @ w[g].t() for g, (s, e) in enumerate(zip(starts, ends))]
+
+        def loop_bwd() -> Any:
+            out = []
+            for g, (s, e) in enumerate(zip(starts, ends)):
+                out.append(dy[s:e] @ w[g])          # dx
+                out.append(dy[s:e].t() @ x[s:e])    # dw
+            return out
+
+        wt = w.transpose(-2, -1)
+        flops = 2.0 * rows * hidden * width
+        bytes_ = 2.0 * (rows * hidden + EXPERTS * hidden * width + rows * width)
+        for pass_, mult in (("fwd", 1), ("fwd+bwd", 3)):
+            floor = max(mult * flops / PEAK_FLOPS, mult * bytes_ / PEAK_BW) * 1e6
+
+            def ours(o: Any) -> Callable[[], Any]:
+                def fwd() -> Any:
+                    return sgemm_bi.grouped_mm(x, wt, offs=o)
+
+                def both() -> Any:
+                    sgemm_bi.grouped_mm(x, wt, offs=o)
+                    sgemm_bi.grouped_mm(dy, w, offs=o)                 # dx
+                    return sgemm_bi.grouped_mm(dy.t(), x, offs=o)      # dw [E, W, H]
+                return fwd if mult == 1 else both
+
+            def theirs() -> Any:
+                if mult == 1:
+                    return F.grouped_mm(x, wt, offs=offs)
+                F.grouped_mm(x, wt, offs=offs)
+                F.grouped_mm(dy, w, offs=offs)
+                return F.grouped_mm(dy.t(), x, offs=offs)
+
+            t_theirs = timed(theirs, args.calls, samples) if has_torch_grouped else float("nan")
+            t_loop = timed(loop_fwd if mult == 1 else (lambda: (loop_fwd(), loop_bwd())),
+                           1, max(3, samples // 3))
+            t_dev = timed(ours(offs), args.calls, samples)
+            t_host = timed(ours(offs_host), args.calls, samples)
+            print(f"| {tokens} | {hidden} × {width} | {'zipf' if zipf else 'balanced'} | "
+                  f"{pass_} | {floor:.0f} | {t_theirs:.0f} | {t_loop:.0f} | {t_dev:.0f} | "
+                  f"{t_host:.0f} | {t_theirs / t_dev:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

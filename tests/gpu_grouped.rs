@@ -1,0 +1,285 @@
+//! The grouped GEMM on the GPU: the CPU engine's bits for every split, tier and routing, with
+//! the offsets on the host and on the device; a grouped call captured in a CUDA graph (host
+//! offsets) replays the direct bits; device offsets inside a capture and bad device offsets
+//! are clear errors that leave the context working. `#[ignore]`d: CI has no GPU;
+//! `bash .gpu/run` runs it.
+
+mod gpu_support;
+
+use gpu_support::{gpu_engine, DeviceBuf, HostBuf, RawStream, Rng};
+use sgemm_bi::{
+    DType, Engine, Error, Gemm, GemmPointers, GroupOffsets, GroupSplit, GroupedGemm, Operand,
+    Output, OutputMode, Tier,
+};
+
+const CASES: [(DType, Tier); 4] = [
+    (DType::F32, Tier::Scalar),
+    (DType::BF16, Tier::Scalar),
+    (DType::BF16, Tier::TensorCores),
+    (DType::F16, Tier::TensorCores),
+];
+
+/// Cumulative ends of a Zipf-like routing of `total` items to `groups` groups, a few items
+/// routed nowhere.
+fn routing(rng: &mut Rng, groups: usize, total: usize) -> Vec<i32> {
+    let mut sizes = vec![0usize; groups];
+    for _ in 0..total.saturating_sub(3) {
+        sizes[rng.below(groups).min(rng.below(groups))] += 1;
+    }
+    sizes
+        .iter()
+        .scan(0, |end, s| {
+            *end += s;
+            Some(*end as i32)
+        })
+        .collect()
+}
+
+/// A grouped call of `split` with `groups` groups of `(m, n, k)` (the split one the total),
+/// its inputs and its C's length.
+fn case(
+    split: GroupSplit,
+    dtype: DType,
+    tier: Tier,
+    (m, n, k, groups): (usize, usize, usize, usize),
+    rng: &mut Rng,
+) -> (GroupedGemm, HostBuf, HostBuf, Option<HostBuf>, usize) {
+    let mut g = Gemm {
+        batch: groups,
+        tier,
+        ..Gemm::dense(m, n, k, dtype)
+    };
+    let (mut a_len, mut b_len, mut c_len) = (m * k, k * n, m * n);
+    let mut bias_len = n;
+    match split {
+        GroupSplit::Rows => {
+            // torch's [G, N, K] expert weights read as [G, K, N].
+            g.b = Operand::col_major(dtype, k).with_batch_stride(k * n);
+            b_len *= groups;
+            bias_len = groups * n;
+            g.bias = Some(DType::F32);
+        }
+        GroupSplit::Columns => {
+            g.a = Operand::row_major(dtype, k).with_batch_stride(m * k);
+            a_len *= groups;
+            g.bias = Some(dtype);
+        }
+        GroupSplit::Reduction => {
+            // Xᵀ of a row-major X [tokens, m].
+            g.a = Operand::col_major(dtype, m);
+            g.c = Output {
+                mode: OutputMode::Overwrite(dtype),
+                ldc: n,
+                batch_stride: m * n,
+            };
+            c_len *= groups;
+        }
+    }
+    let a = HostBuf::random(dtype, a_len, rng);
+    let b = HostBuf::random(dtype, b_len, rng);
+    let bias = g.bias.map(|d| HostBuf::random(d, bias_len, rng));
+    (GroupedGemm { split, gemm: g }, a, b, bias, c_len)
+}
+
+fn on_cpu(
+    gg: &GroupedGemm,
+    offsets: &[i32],
+    a: &HostBuf,
+    b: &HostBuf,
+    bias: Option<&HostBuf>,
+    c_len: usize,
+) -> HostBuf {
+    let cpu = Engine::new(sgemm_bi::Device::Cpu).unwrap();
+    let mut c = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
+    cpu.grouped_gemm_host(
+        gg,
+        offsets,
+        a.slice(),
+        b.slice(),
+        bias.map(|b| b.slice()),
+        c.slice_mut(),
+    )
+    .expect("CPU grouped call");
+    c
+}
+
+struct Uploaded {
+    a: DeviceBuf,
+    b: DeviceBuf,
+    bias: Option<DeviceBuf>,
+    c: DeviceBuf,
+}
+
+impl Uploaded {
+    fn new(a: &HostBuf, b: &HostBuf, bias: Option<&HostBuf>, c0: &HostBuf) -> Self {
+        Uploaded {
+            a: DeviceBuf::upload(a),
+            b: DeviceBuf::upload(b),
+            bias: bias.map(DeviceBuf::upload),
+            c: DeviceBuf::upload(c0),
+        }
+    }
+    fn pointers(&self) -> GemmPointers {
+        GemmPointers {
+            a: self.a.at(0),
+            b: self.b.at(0),
+            bias: self
+                .bias
+                .as_ref()
+                .map_or(std::ptr::null(), |b| b.at(0).cast_const()),
+            c: self.c.at(0),
+        }
+    }
+}
+
+fn offsets_on_device(offsets: &[i32]) -> DeviceBuf {
+    let host = HostBuf::F32(offsets.iter().map(|&o| f32::from_bits(o as u32)).collect());
+    DeviceBuf::upload(&host)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_calls_give_the_cpu_bits_with_host_and_device_offsets() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(31);
+    for split in [GroupSplit::Rows, GroupSplit::Columns, GroupSplit::Reduction] {
+        for (dtype, tier) in CASES {
+            let dims = match split {
+                GroupSplit::Rows => (517, 192, 256, 16),
+                GroupSplit::Columns => (40, 700, 128, 8),
+                GroupSplit::Reduction => (128, 96, 900, 12),
+            };
+            let (gg, a, b, bias, c_len) = case(split, dtype, tier, dims, &mut rng);
+            let total = gg.total();
+            let offsets = routing(&mut rng, gg.groups(), total);
+            let want = on_cpu(&gg, &offsets, &a, &b, bias.as_ref(), c_len);
+            let poison = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
+            let d_offsets = offsets_on_device(&offsets);
+            for device_offsets in [false, true] {
+                let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);
+                let where_ = if device_offsets {
+                    GroupOffsets::Device(d_offsets.at(0).cast_const().cast())
+                } else {
+                    GroupOffsets::Host(&offsets)
+                };
+                // SAFETY: every buffer holds the whole call's span; synchronized below.
+                unsafe { gpu.grouped_gemm(&gg, where_, dev.pointers(), stream.handle()) }
+                    .unwrap_or_else(|e| panic!("{split} {dtype} {tier}: {e}"));
+                stream.sync();
+                let mut got = poison.clone();
+                dev.c.download_into(&mut got);
+                assert!(
+                    got.bits() == want.bits(),
+                    "{split} {dtype} {tier} device offsets {device_offsets}: GPU bits differ \
+                     from the CPU's"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_captured_grouped_call_replays_its_bits_and_device_offsets_are_refused_in_a_capture() {
+    use cudarc::driver::sys;
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(5);
+    let (gg, a, b, bias, c_len) = case(
+        GroupSplit::Rows,
+        DType::BF16,
+        Tier::TensorCores,
+        (300, 128, 256, 8),
+        &mut rng,
+    );
+    let offsets = routing(&mut rng, 8, 300);
+    let want = on_cpu(&gg, &offsets, &a, &b, bias.as_ref(), c_len);
+    let poison = HostBuf::poison(DType::BF16, c_len);
+    let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);
+    let d_offsets = offsets_on_device(&offsets);
+    // SAFETY: driver calls on a live stream; the buffers outlive the replays, which are
+    // synchronized before C is read.
+    unsafe {
+        sys::cuStreamBeginCapture_v2(
+            stream.0,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL,
+        )
+        .result()
+        .unwrap();
+        let refused = gpu.grouped_gemm(
+            &gg,
+            GroupOffsets::Device(d_offsets.at(0).cast_const().cast()),
+            dev.pointers(),
+            stream.handle(),
+        );
+        assert!(matches!(refused, Err(Error::Unsupported(_))), "{refused:?}");
+        gpu.grouped_gemm(
+            &gg,
+            GroupOffsets::Host(&offsets),
+            dev.pointers(),
+            stream.handle(),
+        )
+        .expect("grouped call under capture");
+        let mut graph = std::ptr::null_mut();
+        sys::cuStreamEndCapture(stream.0, &mut graph)
+            .result()
+            .unwrap();
+        let mut exec = std::ptr::null_mut();
+        sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+            .result()
+            .unwrap();
+        sys::cuGraphLaunch(exec, stream.0).result().unwrap();
+        stream.sync();
+        sys::cuGraphExecDestroy(exec).result().unwrap();
+        sys::cuGraphDestroy(graph).result().unwrap();
+    }
+    let mut got = poison.clone();
+    dev.c.download_into(&mut got);
+    assert!(
+        got.bits() == want.bits(),
+        "replayed grouped call differs from the CPU"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_device_offsets_are_reported_before_anything_runs() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(9);
+    let (gg, a, b, bias, c_len) = case(
+        GroupSplit::Rows,
+        DType::F32,
+        Tier::Scalar,
+        (64, 32, 32, 4),
+        &mut rng,
+    );
+    let poison = HostBuf::poison(DType::F32, c_len);
+    let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);
+    for (bad, group) in [
+        (vec![10, 5, 20, 64], 1),
+        (vec![10, 20, 30, 1 << 30], 3),
+        (vec![-4, 0, 0, 0], 0),
+    ] {
+        let d = offsets_on_device(&bad);
+        // SAFETY: every buffer holds the whole call's span.
+        let err = unsafe {
+            gpu.grouped_gemm(
+                &gg,
+                GroupOffsets::Device(d.at(0).cast_const().cast()),
+                dev.pointers(),
+                stream.handle(),
+            )
+        }
+        .unwrap_err();
+        assert!(
+            matches!(err, Error::BadOffsets { group: g, .. } if g == group),
+            "{bad:?}: {err}"
+        );
+    }
+    stream.sync();
+    let mut got = poison.clone();
+    dev.c.download_into(&mut got);
+    assert!(got.bits() == poison.bits(), "a refused call wrote C");
+}
