@@ -198,12 +198,13 @@ fn a_captured_grouped_call_replays_its_bits_and_device_offsets_are_refused_in_a_
     let poison = HostBuf::poison(DType::BF16, c_len);
     let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);
     let d_offsets = offsets_on_device(&offsets);
-    // SAFETY: driver calls on a live stream; the buffers outlive the replays, which are
-    // synchronized before C is read.
+    // Thread-local capture: a global one would also refuse the driver calls of the tests that
+    // run beside this one. SAFETY: driver calls on a live stream; the buffers outlive the
+    // replays, which are synchronized before C is read.
     unsafe {
         sys::cuStreamBeginCapture_v2(
             stream.0,
-            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
         )
         .result()
         .unwrap();

@@ -249,10 +249,12 @@ def test_gpu_graph_capture_with_host_offsets_and_a_clear_error_with_device_offse
     graph.replay()
     torch.cuda.synchronize()
     same_bits(out, want)
+    on_device = offs.to(dev)
+    torch.cuda.synchronize()
     with pytest.raises(sgemm_bi.errors.UnsupportedError, match="host memory"):
         graph2 = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph2):
-            sgemm_bi.grouped_mm(x, w, offs=offs.to(dev))
+            sgemm_bi.grouped_mm(x, w, offs=on_device)
 
 
 @pytest.mark.gpu
