@@ -451,8 +451,10 @@ fn plan(
             (bn, cluster_size(g, bn))
         }
     };
-    let entry =
-        entry(g, bm, bn, cluster, schedule).ok_or(Unsupported::Element { dtype: g.a.dtype })?;
+    if g.a.dtype == DType::F32 {
+        return Err(Unsupported::Element { dtype: g.a.dtype });
+    }
+    let entry = entry(g, bm, bn, cluster, schedule).ok_or(Unsupported::NotBuilt)?;
     Ok(HopperPlan {
         entry,
         tile: (bm, bn),

@@ -79,6 +79,9 @@ pub(crate) enum Unsupported {
     ANotAlongK,
     /// The family has no kernels for this input type.
     Element { dtype: DType },
+    /// The family builds no entry point for the tile its heuristics chose (a planner bug:
+    /// the tests check that every choice is built).
+    NotBuilt,
 }
 
 impl std::fmt::Display for Unsupported {
@@ -131,6 +134,7 @@ impl std::fmt::Display for Unsupported {
             Unsupported::Rows { m } => write!(f, "M = {m} is not in 1..=64"),
             Unsupported::ANotAlongK => f.write_str("A is not read along K"),
             Unsupported::Element { dtype } => write!(f, "no kernels for {dtype:?} inputs"),
+            Unsupported::NotBuilt => f.write_str("no entry point is built for the chosen tile"),
         }
     }
 }
