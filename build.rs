@@ -24,6 +24,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sgemm_bi_abi::catalogue::{KernelSpec, ParamKind, KERNELS};
+
 const TOOLCHAIN: &str = "nightly-2026-05-20";
 const TARGET: &str = "nvptx64-nvidia-cuda";
 
@@ -78,29 +80,6 @@ const VENDORED: &str = "vendored";
 /// compressed during a build (a kernel being changed) only need to be quick.
 const VENDORED_LEVEL: i32 = 19;
 const BUILD_LEVEL: i32 = 3;
-
-/// Entry-name prefix of the kernels whose one parameter holds tensor maps: the driver needs
-/// them 64-byte aligned, and rustc declares at most `.align 16`.
-const TENSOR_MAP_PARAMS: &str = "sgemm_bi_hopper_";
-
-/// Launch bounds the PTX cannot get from Rust source: entry-name prefix, threads per block,
-/// blocks per SM (the first prefix that matches). The few-row scalar kernels run 128
-/// threads (`scalar::config::rows::THREADS`); two blocks per SM allow 255 registers, which
-/// the 64-row entries need (at 128 ptxas spills their unrolled stages), and 58–128 is what
-/// ptxas gives them all. The other scalar kernels run 256 threads
-/// (`scalar::config::THREADS`) and need two blocks per SM to hide latency, which caps them
-/// at 128 registers (ptxas fits them unspilled).
-/// The tensor-core kernels run 256 threads too (`tensor::config::THREADS`), two blocks per SM
-/// (2 × 80 KiB of shared memory fits sm_80's 164 KiB), so also at most 128 registers.
-/// The Hopper kernels run 384 threads (`hopper::config::THREADS`), one block per SM (they
-/// use most of its shared memory); the cap at entry lets `setmaxnreg` move registers from
-/// the producer warpgroup to the consumers.
-const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
-    ("sgemm_bi_scalar_rows_", 128, 2),
-    ("sgemm_bi_scalar_", 256, 2),
-    ("sgemm_bi_tc_", 256, 2),
-    ("sgemm_bi_hopper_", 384, 1),
-];
 
 /// Name of the dynamic shared-memory window every kernel addresses (`arch::shared`).
 const DYN_SMEM: &str = "sgemm_bi_dyn_smem";
@@ -560,11 +539,16 @@ fn compile(kernels: &Path, out: &Path, m: &Module) -> String {
 }
 
 /// What rustc cannot express: the module's real `.target` and `.version`, the module-scope
-/// declaration of the dynamic shared-memory window, launch bounds, and the alignment of
-/// tensor-map parameters.
+/// declaration of the dynamic shared-memory window, each entry's launch bounds and the
+/// alignment of tensor-map parameters, both from the kernel catalogue
+/// (`sgemm_bi_abi::catalogue`), which the kernels' entry points are defined from too. Panics
+/// when the PTX and the catalogue's entries of this module differ (which the shared list
+/// rules out; this is the check that it did).
 fn postprocess(raw: &str, m: &Module) -> String {
     let mut out = String::with_capacity(raw.len() + 1024);
-    let mut pending_bounds: Option<(u32, u32)> = None;
+    let mut entry: Option<&KernelSpec> = None;
+    let mut pending_bounds = false;
+    let mut seen = Vec::new();
     for line in raw.lines() {
         let trimmed = line.trim_start();
         if trimmed.starts_with(".target ") {
@@ -577,25 +561,37 @@ fn postprocess(raw: &str, m: &Module) -> String {
             out.push('\n');
             continue;
         }
-        let prefix = format!(".param .align 16 .b8 {TENSOR_MAP_PARAMS}");
-        if let Some(rest) = trimmed.strip_prefix(&prefix) {
-            out.push_str(&format!(
-                "\t.param .align 64 .b8 {TENSOR_MAP_PARAMS}{rest}\n"
-            ));
-            continue;
-        }
-        if let Some(name) = trimmed.strip_prefix(".visible .entry ") {
-            pending_bounds = LAUNCH_BOUNDS
+        if let Some(rest) = trimmed.strip_prefix(".visible .entry ") {
+            let name = rest.split('(').next().unwrap();
+            let spec = KERNELS
                 .iter()
-                .find(|(prefix, _, _)| name.starts_with(prefix))
-                .map(|&(_, threads, blocks)| (threads, blocks));
+                .find(|k| k.name == name && k.kind.module.name() == m.name)
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{}: entry point {name} is not in the kernel catalogue",
+                        m.name
+                    )
+                });
+            seen.push(spec.name);
+            entry = Some(spec);
+            pending_bounds = true;
         }
-        if trimmed == "{" {
-            if let Some((threads, blocks)) = pending_bounds.take() {
-                out.push_str(&format!(
-                    ".maxntid {threads}, 1, 1\n.minnctapersm {blocks}\n"
-                ));
+        // The driver needs tensor maps 64-byte aligned; rustc declares at most `.align 16`.
+        if let (Some(spec), Some(rest)) = (entry, trimmed.strip_prefix(".param .align 16 .b8 ")) {
+            if spec.param() == ParamKind::Hopper
+                && rest.starts_with(&format!("{}_param_", spec.name))
+            {
+                out.push_str(&format!("\t.param .align 64 .b8 {rest}\n"));
+                continue;
             }
+        }
+        if trimmed == "{" && pending_bounds {
+            pending_bounds = false;
+            let bounds = entry.expect("set with pending_bounds").launch_bounds();
+            out.push_str(&format!(
+                ".maxntid {}, 1, 1\n.minnctapersm {}\n",
+                bounds.max_threads, bounds.min_blocks_per_sm
+            ));
         }
         out.push_str(line);
         out.push('\n');
@@ -606,5 +602,15 @@ fn postprocess(raw: &str, m: &Module) -> String {
             ));
         }
     }
+    let missing: Vec<&str> = KERNELS
+        .iter()
+        .filter(|k| k.kind.module.name() == m.name && !seen.contains(&k.name))
+        .map(|k| k.name)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{}: catalogue entries missing from the PTX: {missing:?}",
+        m.name
+    );
     out
 }

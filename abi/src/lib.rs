@@ -1,7 +1,8 @@
 //! What the sgemm-bi kernels and the host that launches them share: the `#[repr(C)]`
 //! parameter structs the host passes by value ([`params`]), and each kernel family's tile
 //! shape ([`scalar`], [`tensor`] for `mma.sync`, [`hopper`] for wgmma + TMA) — block sizes,
-//! thread counts, shared memory.
+//! thread counts, shared memory — and the [`catalogue`] of every entry point, from which the
+//! device crate defines them, the build writes their launch bounds and the host finds them.
 //!
 //! The device crate (`kernels-gpu`, compiled to PTX for `nvptx64-nvidia-cuda`) and the host
 //! crate (`sgemm-bi-host`) both depend on this crate, so the two sides cannot disagree on a
@@ -15,6 +16,7 @@
 
 #![no_std]
 
+pub mod catalogue;
 pub mod hopper;
 pub mod params;
 pub mod scalar;

@@ -10,20 +10,20 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-
-use super::kernel_abi::gemm_params;
-use super::modules::{Lazy, ModuleLoader};
-use super::scalar::{layout_suffix, LAYOUTS};
-use super::tensor::Unsupported;
-use crate::error::{Error, Result};
-use crate::types::{DType, Gemm, GemmPointers, Layout, Operand, OutputMode};
+pub(crate) use sgemm_bi_abi::catalogue::Schedule;
+use sgemm_bi_abi::catalogue::{Element, Family, Kind, Module};
 use sgemm_bi_abi::hopper::{
-    threads, BK, BM, BM_CHOICES, BN_CHOICES, EPILOGUE_PIECE_BYTES, NARROW_BN, SMEM_BYTES,
-    SWIZZLE_ELEMS, WG_M,
+    BK, BM, BM_CHOICES, BN_CHOICES, EPILOGUE_PIECE_BYTES, NARROW_BN, SWIZZLE_ELEMS, WG_M,
 };
 use sgemm_bi_abi::params::{HopperParams, TensorMap};
 
-const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
+use super::catalogue::{id, Entries, KernelId};
+use super::kernel_abi::gemm_params;
+use super::plan::{
+    copyable_16, k_contiguous, layout_index, Planner, Quantity, Unsupported, LAYOUTS,
+};
+use crate::error::{Error, Operand as Which, Result};
+use crate::types::{DType, Gemm, GemmPointers, Layout, Operand, OutputMode};
 
 /// Whether the Hopper path takes `g` with A, B and C at addresses `a`, `b` and `c`. The copy
 /// engine must describe A and B: base 16-byte aligned, row pitch and batch stride multiples
@@ -36,64 +36,52 @@ const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
 /// mma.sync path runs the call, with the same bits.
 pub(crate) fn can_implement(g: &Gemm, a: usize, b: usize, c: usize) -> Result<(), Unsupported> {
     if g.k == 0 {
-        return Err(Unsupported {
-            reason: "K = 0 has no MMA step".into(),
-        });
+        return Err(Unsupported::EmptyK);
     }
     let limit = i32::MAX as usize;
     if g.m > limit || g.n > limit || g.k > limit || g.batch > limit {
-        return Err(Unsupported {
-            reason: "an extent exceeds a TMA coordinate (2^31 - 1)".into(),
-        });
+        return Err(Unsupported::ExtentTooLarge);
     }
     // The copy engine's rule for an operand of `size`-byte elements: base, row pitch and
-    // batch stride multiples of 16 bytes.
-    let copyable = |name: &str, size: usize, ld: usize, bs: usize, addr: usize| {
-        let unit = 16 / size;
-        let reason = if addr % 16 != 0 {
-            format!("{name}'s address {addr:#x} is not 16-byte aligned")
-        } else if ld % unit != 0 || ld * size >= 1 << 40 {
-            format!("{name}'s leading dimension {ld} is not a multiple of {unit}")
-        } else if g.batch > 1 && (bs % unit != 0 || bs * size >= 1 << 40) {
-            format!("{name}'s batch stride {bs} is not a multiple of {unit}")
-        } else {
-            return Ok(());
-        };
-        Err(Unsupported { reason })
+    // batch stride multiples of 16 bytes, and each below 2^40 bytes.
+    let copyable = |operand, size: usize, ld: usize, bs: usize, addr: usize| {
+        copyable_16(operand, size, addr, Some(ld), bs, g.batch)?;
+        if ld * size >= 1 << 40 || (g.batch > 1 && bs * size >= 1 << 40) {
+            return Err(Unsupported::StrideTooLarge { operand });
+        }
+        Ok(())
     };
-    copyable("A", g.a.dtype.size(), g.a.ld, g.a.batch_stride, a)?;
-    copyable("B", g.b.dtype.size(), g.b.ld, g.b.batch_stride, b)?;
+    copyable(Which::A, g.a.dtype.size(), g.a.ld, g.a.batch_stride, a)?;
+    copyable(Which::B, g.b.dtype.size(), g.b.ld, g.b.batch_stride, b)?;
     let size = g.c.mode.dtype().size();
     if g.c.mode != OutputMode::AccumulateF32 {
-        copyable("C", size, g.c.ldc, g.c.batch_stride, c)?;
+        copyable(Which::C, size, g.c.ldc, g.c.batch_stride, c)?;
         // The copy engine clips a store at C's last column in units of 16 bytes, not
         // elements (measured on the H200: N = 161 f32 columns in rows of 164 wrote column
         // 161), so N must end on one: else it would write past N.
         let unit = 16 / size;
         if g.n % unit != 0 {
-            return Err(Unsupported {
-                reason: format!(
-                    "N = {} is not a multiple of {unit}: the copy engine stores C's rows in \
-                     16-byte units",
-                    g.n
-                ),
-            });
+            return Err(Unsupported::NotWholeStoreUnits { n: g.n, unit });
         }
         return Ok(());
     }
-    let pair = 2 * size;
-    let reason = if g.n % 2 != 0 {
-        format!("N = {} is odd: accumulate mode stores column pairs", g.n)
-    } else if c % pair != 0 {
-        format!("C's address {c:#x} is not aligned to a pair of elements ({pair} bytes)")
-    } else if g.c.ldc % 2 != 0 {
-        format!("C's leading dimension {} is odd", g.c.ldc)
-    } else if g.batch > 1 && g.c.batch_stride % 2 != 0 {
-        format!("C's batch stride {} is odd", g.c.batch_stride)
-    } else {
-        return Ok(());
+    let pair = |what, value, multiple| Unsupported::Misaligned {
+        operand: Which::C,
+        what,
+        value,
+        multiple,
     };
-    Err(Unsupported { reason })
+    if g.n % 2 != 0 {
+        Err(Unsupported::OddN { n: g.n })
+    } else if c % (2 * size) != 0 {
+        Err(pair(Quantity::Address, c, 2 * size))
+    } else if g.c.ldc % 2 != 0 {
+        Err(pair(Quantity::LeadingDimension, g.c.ldc, 2))
+    } else if g.batch > 1 && g.c.batch_stride % 2 != 0 {
+        Err(pair(Quantity::BatchStride, g.c.batch_stride, 2))
+    } else {
+        Ok(())
+    }
 }
 
 /// The tile height for `g` on a GPU with `sms` multiprocessors. Small M streams B: with A
@@ -168,16 +156,6 @@ pub(crate) fn cluster_size(g: &Gemm, bn: u32) -> u32 {
 /// consumer warpgroup owns whole (BM, 128) tiles.
 pub(crate) const PINGPONG_BN: u32 = 128;
 
-/// How the consumer warpgroups of a 128-row tile kernel share the work.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Schedule {
-    /// Both work on each tile, 64 rows each (every tile width and height).
-    Cooperative,
-    /// Each owns every other (BM, PINGPONG_BN) tile: one's epilogue overlaps the other's
-    /// mainloop.
-    PingPong,
-}
-
 /// When the ping-pong kernels run: by default for accumulate-mode calls (dW) on 128-row
 /// tiles, where the epilogue's loads of the old C are long enough to be worth overlapping
 /// (dW 4096³: 0.93× → 1.02× of cuBLAS; the overwrite modes gained nothing, docs/perf-notes.md,
@@ -225,32 +203,85 @@ pub(crate) fn pingpong_cluster_size(g: &Gemm) -> u32 {
     }
 }
 
-/// The entry point in the sm90a module for (bm, bn) tiles.
-pub(crate) fn entry_name(
-    dtype: DType,
-    layouts: (Layout, Layout),
+/// The input types of the Hopper kernels, in the order of [`TABLE`]'s first index.
+const ELEMENTS: [Element; 2] = [Element::Bf16, Element::F16];
+
+/// Cluster sizes the kernels are built for.
+const CLUSTERS: [u32; 2] = [1, 2];
+
+/// The schedules, in the order of [`TABLE`]'s last index.
+const SCHEDULES: [Schedule; 2] = [Schedule::Cooperative, Schedule::PingPong];
+
+/// Every Hopper tile configuration a plan can name, `[element][layout pair][tile height]
+/// [tile width][cluster size − 1][schedule]` (`ELEMENTS`, `LAYOUTS`, `BM_CHOICES`,
+/// `BN_CHOICES`, `CLUSTERS`, `SCHEDULES`): the entry point where the catalogue has one. The
+/// planner's choices are all built (the tests check every shape they pick).
+type Table =
+    [[[[[[Option<KernelId<HopperParams>>; 2]; 2]; BN_CHOICES.len()]; BM_CHOICES.len()]; 4]; 2];
+
+const fn table() -> Table {
+    let mut table = [[[[[[None; 2]; 2]; BN_CHOICES.len()]; BM_CHOICES.len()]; 4]; 2];
+    let mut e = 0;
+    while e < 2 {
+        let mut l = 0;
+        while l < 4 {
+            let (a_k_contiguous, b_k_contiguous) = k_contiguous(LAYOUTS[l]);
+            let mut m = 0;
+            while m < BM_CHOICES.len() {
+                let mut n = 0;
+                while n < BN_CHOICES.len() {
+                    let mut c = 0;
+                    while c < 2 {
+                        let mut s = 0;
+                        while s < 2 {
+                            table[e][l][m][n][c][s] = id(Kind {
+                                module: Module::Sm90a,
+                                element: ELEMENTS[e],
+                                a_k_contiguous,
+                                b_k_contiguous,
+                                family: Family::Hopper {
+                                    bm: BM_CHOICES[m],
+                                    bn: BN_CHOICES[n],
+                                    cluster: CLUSTERS[c],
+                                    schedule: SCHEDULES[s],
+                                },
+                            });
+                            s += 1;
+                        }
+                        c += 1;
+                    }
+                    n += 1;
+                }
+                m += 1;
+            }
+            l += 1;
+        }
+        e += 1;
+    }
+    table
+}
+
+const TABLE: Table = table();
+
+/// The entry point of (bm, bn) tiles in clusters of `cluster` with `schedule` for `g`'s
+/// element type and layouts, if one is built.
+fn entry(
+    g: &Gemm,
     bm: u32,
     bn: u32,
     cluster: u32,
     schedule: Schedule,
-) -> String {
-    let pp = if schedule == Schedule::PingPong {
-        "_pp"
-    } else {
-        ""
+) -> Option<KernelId<HopperParams>> {
+    let e = match g.a.dtype {
+        DType::BF16 => 0,
+        DType::F16 => 1,
+        DType::F32 => return None,
     };
-    let suffix = if cluster > 1 {
-        format!("{pp}_x{cluster}")
-    } else if bm != BM {
-        format!("_m{bm}")
-    } else {
-        pp.to_string()
-    };
-    format!(
-        "sgemm_bi_hopper_{}_{}_n{bn}{suffix}",
-        dtype.name(),
-        layout_suffix(layouts)
-    )
+    let m = BM_CHOICES.iter().position(|&x| x == bm)?;
+    let n = BN_CHOICES.iter().position(|&x| x == bn)?;
+    let c = CLUSTERS.iter().position(|&x| x == cluster)?;
+    let s = SCHEDULES.iter().position(|&x| x == schedule)?;
+    TABLE[e][layout_index(g)][m][n][c][s]
 }
 
 /// Builds the map of an operand whose contiguous dimension is `inner` (extent) and the other
@@ -344,25 +375,19 @@ fn operand_map(
     }
 }
 
-fn index(dtype: DType, layouts: (Layout, Layout), bn: u32) -> (usize, usize, usize) {
-    (
-        DTYPES.iter().position(|&x| x == dtype).unwrap(),
-        LAYOUTS.iter().position(|&x| x == layouts).unwrap(),
-        BN_CHOICES.iter().position(|&x| x == bn).unwrap(),
-    )
+/// What the planner chose for one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HopperPlan {
+    pub(crate) entry: KernelId<HopperParams>,
+    /// The block tile, (rows, columns) of C.
+    pub(crate) tile: (u32, u32),
+    /// Blocks per cluster.
+    pub(crate) cluster: u32,
 }
 
-/// The Hopper entry points, each looked up on its first call: `[dtype][layout pair][tile
-/// width]` (128-row tiles), the clustered ones (tile width CLUSTER_BN, clusters of 2)
-/// `[dtype][layout pair]`, the ping-pong ones `[dtype][layout pair][cluster size − 1]`, and
-/// the small-M ones (width NARROW_BN) `[dtype][layout pair][BM_CHOICES[1..] index]` (not
-/// built for 8-row tiles of a column-major A; `tile_m` never picks those).
+/// The Hopper kernels of a device (the sm90a module's).
 pub(crate) struct HopperKernels {
-    module: Arc<ModuleLoader>,
-    functions: [[[Lazy<sys::CUfunction>; BN_CHOICES.len()]; 4]; 2],
-    clustered: [[Lazy<sys::CUfunction>; 4]; 2],
-    pingpong: [[[Lazy<sys::CUfunction>; 2]; 4]; 2],
-    narrow: [[[Lazy<sys::CUfunction>; BM_CHOICES.len() - 1]; 4]; 2],
+    entries: Arc<Entries>,
     sms: usize,
     /// When the ping-pong kernels run (`SGEMM_BI_PINGPONG`).
     pingpong_use: PingPongUse,
@@ -372,67 +397,91 @@ pub(crate) struct HopperKernels {
 }
 
 /// Whether an entry point is built for (bm, NARROW_BN) tiles with A of `a_layout`.
+#[cfg(test)]
 fn narrow_built(bm: u32, a_layout: Layout) -> bool {
     bm >= 64 || a_layout == Layout::RowMajor
 }
 
 impl HopperKernels {
-    /// The tables of the sm90a module's Hopper entry points on a device with `sms`
+    /// The planner of the sm90a module's Hopper entry points on a device with `sms`
     /// multiprocessors; loads nothing yet.
-    pub(crate) fn new(module: Arc<ModuleLoader>, sms: usize) -> Self {
+    pub(crate) fn new(entries: &Arc<Entries>, sms: usize) -> Self {
         HopperKernels {
-            module,
-            functions: Default::default(),
-            clustered: Default::default(),
-            pingpong: Default::default(),
-            narrow: Default::default(),
+            entries: entries.clone(),
             sms: sms.max(1),
             pingpong_use: PingPongUse::from_env(),
             dependent_launch: !std::env::var("SGEMM_BI_DEPENDENT_LAUNCH").is_ok_and(|v| v == "0"),
         }
     }
 
-    /// The function of `slot`, named `name`, looked up on first use and allowed the dynamic
-    /// shared memory every Hopper kernel needs.
-    fn function(
-        &self,
-        slot: &Lazy<sys::CUfunction>,
-        name: impl FnOnce() -> String,
-    ) -> Result<sys::CUfunction> {
-        slot.get_or_try(|| self.module.function_with_smem(&name(), SMEM_BYTES))
-            .copied()
+    /// The planner, with the ping-pong consumers on every 128-row tile when `all_pingpong`
+    /// (for tests and benchmarks of that schedule), else where `SGEMM_BI_PINGPONG` says.
+    pub(crate) fn planner(&self, all_pingpong: bool) -> HopperPlanner<'_> {
+        HopperPlanner {
+            kernels: self,
+            pingpong_use: if all_pingpong {
+                PingPongUse::All
+            } else {
+                self.pingpong_use
+            },
+        }
+    }
+}
+
+/// [`HopperKernels`] with the use of the ping-pong consumers decided.
+pub(crate) struct HopperPlanner<'a> {
+    kernels: &'a HopperKernels,
+    pingpong_use: PingPongUse,
+}
+
+/// The plan for `g` with A, B and C at `a`, `b`, `c` on a GPU with `sms` multiprocessors.
+fn plan(
+    g: &Gemm,
+    (a, b, c): (usize, usize, usize),
+    sms: usize,
+    use_: PingPongUse,
+) -> Result<HopperPlan, Unsupported> {
+    can_implement(g, a, b, c)?;
+    let bm = tile_m(g, sms);
+    let schedule = schedule(g, bm, use_);
+    let (bn, cluster) = match schedule {
+        Schedule::PingPong => (PINGPONG_BN, pingpong_cluster_size(g)),
+        Schedule::Cooperative => {
+            let bn = tile_n(g, bm, sms);
+            (bn, cluster_size(g, bn))
+        }
+    };
+    if g.a.dtype == DType::F32 {
+        return Err(Unsupported::Element { dtype: g.a.dtype });
+    }
+    let entry = entry(g, bm, bn, cluster, schedule).ok_or(Unsupported::NotBuilt)?;
+    Ok(HopperPlan {
+        entry,
+        tile: (bm, bn),
+        cluster,
+    })
+}
+
+impl Planner for HopperPlanner<'_> {
+    type Plan = HopperPlan;
+
+    fn plan(&self, g: &Gemm, p: &GemmPointers) -> Result<HopperPlan, Unsupported> {
+        let addresses = (p.a as usize, p.b as usize, p.c as usize);
+        plan(g, addresses, self.kernels.sms, self.pingpong_use)
     }
 
-    /// Launches `g` on the Hopper path (with the ping-pong consumers on every 128-row tile
-    /// when `all_pingpong`). The caller checked `can_implement`.
-    ///
-    /// # Safety
-    /// As for `CudaBackend::gemm`, with the context current on this thread.
-    pub(crate) unsafe fn launch(
+    /// Builds the tensor maps and launches a persistent grid of whole clusters.
+    unsafe fn launch(
         &self,
+        plan: &HopperPlan,
         g: &Gemm,
         p: &GemmPointers,
         stream: sys::CUstream,
-        all_pingpong: bool,
     ) -> Result<()> {
-        let bm = tile_m(g, self.sms);
-        let use_ = if all_pingpong {
-            PingPongUse::All
-        } else {
-            self.pingpong_use
-        };
-        let schedule = schedule(g, bm, use_);
-        let (bn, cluster) = match schedule {
-            Schedule::PingPong => (PINGPONG_BN, pingpong_cluster_size(g)),
-            Schedule::Cooperative => {
-                let bn = tile_n(g, bm, self.sms);
-                (bn, cluster_size(g, bn))
-            }
-        };
-        let layouts = (g.a.layout, g.b.layout);
-        let name = || entry_name(g.a.dtype, layouts, bm, bn, cluster, schedule);
+        let kernel = self.kernels.entries.get(plan.entry)?;
+        let ((bm, bn), cluster) = (plan.tile, plan.cluster);
         let map_err = |message: String| Error::Launch {
-            kernel: name(),
+            kernel: kernel.spec().name.to_string(),
             message,
         };
         // A is (M, K): K-contiguous when row-major; B is (K, N), seen as (N, K): K-contiguous
@@ -463,7 +512,7 @@ impl HopperKernels {
                 .map_err(map_err)?
             }
         };
-        let mut params = HopperParams {
+        let params = HopperParams {
             map_a,
             map_b,
             map_c,
@@ -473,22 +522,9 @@ impl HopperKernels {
         // `cluster` tile rows.
         let gm = &params.gemm;
         let cluster_tiles = gm.tiles_m.div_ceil(cluster as u64) * gm.tiles_n * gm.batch;
-        let clusters = cluster_tiles.min((self.sms / cluster as usize).max(1) as u64) as u32;
+        let sms = self.kernels.sms;
+        let clusters = cluster_tiles.min((sms / cluster as usize).max(1) as u64) as u32;
         let grid = clusters * cluster;
-        let (d, l, n) = index(g.a.dtype, layouts, bn);
-        let slot = if schedule == Schedule::PingPong {
-            &self.pingpong[d][l][cluster as usize - 1]
-        } else if cluster > 1 {
-            &self.clustered[d][l]
-        } else if bm != BM {
-            debug_assert!(narrow_built(bm, layouts.0), "tile_m picks only built tiles");
-            let h = BM_CHOICES[1..].iter().position(|&x| x == bm).unwrap();
-            &self.narrow[d][l][h]
-        } else {
-            &self.functions[d][l][n]
-        };
-        let function = self.function(slot, name)?;
-        let mut args = [&mut params as *mut HopperParams as *mut std::ffi::c_void];
         // SAFETY: `value` is a plain-data union; each attribute sets the member its id names.
         let mut attributes: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
         attributes[0].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
@@ -502,33 +538,11 @@ impl HopperKernels {
         attributes[1].id =
             sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
         attributes[1].value.programmaticStreamSerializationAllowed = 1;
-        let attribute_count = if self.dependent_launch { 2 } else { 1 };
-        let config = sys::CUlaunchConfig {
-            gridDimX: grid,
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: threads(bm),
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: SMEM_BYTES,
-            hStream: stream,
-            attrs: attributes.as_mut_ptr(),
-            numAttrs: attribute_count,
-        };
-        // SAFETY: the function takes exactly one HopperParams by value (shared definition);
-        // block size and shared memory are the ones it is built for (limit raised at load);
-        // the grid is whole clusters of the size the kernel was built for; the maps describe
-        // the caller's buffers, valid for the work on `stream`.
-        let status = unsafe {
-            sys::cuLaunchKernelEx(&config, function, args.as_mut_ptr(), std::ptr::null_mut())
-        };
-        if status != sys::CUresult::CUDA_SUCCESS {
-            return Err(Error::Launch {
-                kernel: name(),
-                message: format!("cuLaunchKernelEx: {status:?}"),
-            });
-        }
-        Ok(())
+        let attribute_count = if self.kernels.dependent_launch { 2 } else { 1 };
+        // SAFETY: `can_implement` accepted the call (the maps describe the caller's buffers,
+        // valid for the work on `stream`); the grid is whole clusters of the size the entry
+        // is built for.
+        unsafe { kernel.launch(grid, &params, stream, &mut attributes[..attribute_count]) }
     }
 }
 
@@ -565,13 +579,77 @@ mod tests {
         }
     }
 
+    fn entry_name(
+        dtype: DType,
+        layouts: (Layout, Layout),
+        bm: u32,
+        bn: u32,
+        cluster: u32,
+        schedule: Schedule,
+    ) -> &'static str {
+        let mut g = gemm(64, 64, 64, layouts);
+        (g.a.dtype, g.b.dtype) = (dtype, dtype);
+        entry(&g, bm, bn, cluster, schedule).unwrap().spec().name
+    }
+
+    /// Every plan over a sweep of shapes, layouts, schedules and SM counts names a built
+    /// entry, and every Hopper entry of the catalogue has its slot in the table.
+    #[test]
+    fn every_plan_has_an_entry_and_every_entry_a_slot() {
+        for layouts in LAYOUTS {
+            for dtype in [DType::BF16, DType::F16] {
+                for m in [1, 8, 9, 17, 33, 64, 65, 128, 129, 1000, 16384] {
+                    for n in [8, 64, 200, 4096, 14336] {
+                        for sms in [1, 132] {
+                            for use_ in
+                                [PingPongUse::Off, PingPongUse::Accumulate, PingPongUse::All]
+                            {
+                                for mode in
+                                    [OutputMode::Overwrite(dtype), OutputMode::AccumulateF32]
+                                {
+                                    let mut g = gemm(m, n, 64, layouts);
+                                    (g.a.dtype, g.b.dtype, g.c.mode) = (dtype, dtype, mode);
+                                    if can_implement(&g, 0, 0, 0).is_err() {
+                                        continue;
+                                    }
+                                    let plan = plan(&g, (0, 0, 0), sms, use_)
+                                        .unwrap_or_else(|e| panic!("{m}×{n} {layouts:?}: {e}"));
+                                    let family = plan.entry.spec().kind.family;
+                                    assert_eq!(family.tile(), plan.tile);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut slots: Vec<&str> = TABLE
+            .iter()
+            .flatten()
+            .flatten()
+            .flatten()
+            .flatten()
+            .flatten()
+            .flatten()
+            .map(|id| id.spec().name)
+            .collect();
+        slots.sort_unstable();
+        let mut entries: Vec<&str> = sgemm_bi_abi::catalogue::KERNELS
+            .iter()
+            .filter(|k| matches!(k.kind.family, Family::Hopper { .. }))
+            .map(|k| k.name)
+            .collect();
+        entries.sort_unstable();
+        assert_eq!(slots, entries);
+    }
+
     /// The epilogue hands an overwritten C to the copy engine (C 16-byte aligned, rows,
     /// batch entries and N 16-byte multiples) and stores accumulated pairs from registers
     /// (N even, C's address, leading dimension and batch stride multiples of two elements);
     /// anything else goes to the mma.sync path, with the reason. A and B come first.
     #[test]
     fn c_must_suit_the_epilogue() {
-        let reason = |g: &Gemm, c: usize| can_implement(g, 0, 0, c).unwrap_err().reason;
+        let reason = |g: &Gemm, c: usize| can_implement(g, 0, 0, c).unwrap_err().to_string();
         let bf16 = gemm(64, 64, 64, LAYOUTS[0]);
         assert!(can_implement(&bf16, 0, 0, 0).is_ok());
         assert!(reason(&bf16, 8).contains("C's address 0x8 is not 16-byte aligned"));
@@ -626,7 +704,7 @@ mod tests {
             can_implement(&acc, 0, 0, 8).is_ok(),
             "pairs of f32: 8-byte aligned"
         );
-        assert!(reason(&acc, 4).contains("not aligned to a pair of elements (8 bytes)"));
+        assert!(reason(&acc, 4).contains("C's address 0x4 is not 8-byte aligned"));
         assert!(reason(&Gemm { n: 63, ..acc }, 0).contains("N = 63 is odd"));
         assert!(reason(
             &Gemm {
@@ -638,7 +716,7 @@ mod tests {
         .contains("C's leading dimension 65 is odd"));
         assert!(can_implement(&odd_n, 8, 0, 0)
             .unwrap_err()
-            .reason
+            .to_string()
             .contains("A's address"));
     }
 

@@ -1,14 +1,18 @@
-//! The kernels' parameters and launch: the parameter structs and tile constants come from
-//! `sgemm-bi-abi`, the crate the device code uses for them too, so the host and the kernels
-//! cannot disagree on a layout or a block size.
+//! The kernels' parameters and launch: the parameter structs, tile constants and the
+//! catalogue of entry points come from `sgemm-bi-abi`, the crate the device code uses for
+//! them too, so the host and the kernels cannot disagree on a layout, a block size or which
+//! struct an entry takes.
+
+use std::marker::PhantomData;
 
 use cudarc::driver::{result, sys};
 
 use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, OutputMode};
+use sgemm_bi_abi::catalogue::{KernelSpec, ParamKind};
 use sgemm_bi_abi::params::{
-    GemmParams, BIAS_BF16, BIAS_F16, BIAS_F32, BIAS_NONE, OUT_ACCUMULATE_F32, OUT_BF16, OUT_F16,
-    OUT_F32,
+    GemmParams, HopperParams, BIAS_BF16, BIAS_F16, BIAS_F32, BIAS_NONE, OUT_ACCUMULATE_F32,
+    OUT_BF16, OUT_F16, OUT_F32,
 };
 
 /// The kernel parameters of `g` on pointers `p`, for a kernel whose block tile is
@@ -53,38 +57,127 @@ pub(crate) fn grid_size(params: &GemmParams, max_blocks: u32) -> u32 {
         as u32
 }
 
-/// Launches `function` (named `name`, for errors) with one `GemmParams` by value, on one
-/// block per tile or `max_blocks`, whichever is fewer.
+/// A kernel parameter struct: what an entry point takes, by value, as its one parameter
+/// (the catalogue's [`ParamKind`]). Like cudarc's `DeviceRepr`, it lets a launch take the
+/// entry's own parameter type ([`Kernel::launch`]) instead of an untyped pointer.
 ///
 /// # Safety
-/// `function` takes exactly one `GemmParams` and is built for `threads` threads and
-/// `smem_bytes` of dynamic shared memory; the buffers `params` points to stay valid for the
-/// work on `stream`, a stream of the current context (or null).
-pub(crate) unsafe fn launch(
-    function: sys::CUfunction,
-    name: impl FnOnce() -> String,
-    threads: u32,
-    smem_bytes: u32,
-    max_blocks: u32,
-    mut params: GemmParams,
-    stream: sys::CUstream,
-) -> Result<()> {
-    let grid = grid_size(&params, max_blocks);
-    let mut args = [&mut params as *mut GemmParams as *mut std::ffi::c_void];
-    // SAFETY: the function takes exactly one GemmParams by value (this module shares its
-    // definition with the device code); the rest is the caller's contract.
-    unsafe {
-        result::launch_kernel(
-            function,
-            (grid, 1, 1),
-            (threads, 1, 1),
-            smem_bytes,
-            stream,
-            &mut args,
-        )
+/// 1. The type is `#[repr(C)]` plain data (no pointers the driver must not copy, no
+///    padding the device reads), defined once in `sgemm-bi-abi` for the host and the
+///    device code alike.
+/// 2. `KIND` names this very type: every entry the catalogue lists with that `ParamKind`
+///    takes exactly one value of it.
+pub(crate) unsafe trait KernelParams: Copy {
+    /// The catalogue's name for this parameter type.
+    const KIND: ParamKind;
+}
+
+// SAFETY: `#[repr(C)]` plain data from sgemm-bi-abi; the catalogue's `ParamKind::Gemm`
+// entries take one `GemmParams` (their device code is defined from the same list).
+unsafe impl KernelParams for GemmParams {
+    const KIND: ParamKind = ParamKind::Gemm;
+}
+
+// SAFETY: as above, for `ParamKind::Hopper` (`build.rs` declares the parameter 64-byte
+// aligned, as the tensor maps in it need).
+unsafe impl KernelParams for HopperParams {
+    const KIND: ParamKind = ParamKind::Hopper;
+}
+
+/// A loaded entry point whose parameter is `P`: only a catalogue entry of that parameter type
+/// becomes one (`catalogue::Entries::get`), so a launch cannot pass the wrong struct.
+pub(crate) struct Kernel<P> {
+    pub(crate) function: sys::CUfunction,
+    pub(crate) spec: &'static KernelSpec,
+    /// Blocks of it the whole device runs at once (measured for the families whose grid
+    /// is sized by it, `u32::MAX` for the others).
+    pub(crate) resident: u32,
+    pub(crate) params: PhantomData<fn(&P)>,
+}
+
+impl<P> Clone for Kernel<P> {
+    fn clone(&self) -> Self {
+        *self
     }
-    .map_err(|e| Error::Launch {
-        kernel: name(),
-        message: e.to_string(),
-    })
+}
+
+impl<P> Copy for Kernel<P> {}
+
+impl<P: KernelParams> Kernel<P> {
+    /// The catalogue's entry of this kernel.
+    pub(crate) fn spec(&self) -> &'static KernelSpec {
+        self.spec
+    }
+
+    /// Launches `grid` blocks of the entry's own block size and shared memory
+    /// (`KernelSpec::threads`, `KernelSpec::smem_bytes`) with `params` by value, and the
+    /// launch `attributes` (a cluster size, programmatic dependent launch; none is the plain
+    /// `cuLaunchKernel`).
+    ///
+    /// # Safety
+    /// 1. `params` meets the entry's contract: a validated call whose layouts, alignment and
+    ///    extents the family's planner accepted, on buffers that stay valid for the work on
+    ///    `stream`.
+    /// 2. `stream` is a stream of the current context (or null).
+    /// 3. `grid` and `attributes` are what the entry is built for (whole clusters of the
+    ///    size it expects).
+    pub(crate) unsafe fn launch(
+        &self,
+        grid: u32,
+        params: &P,
+        stream: sys::CUstream,
+        attributes: &mut [sys::CUlaunchAttribute],
+    ) -> Result<()> {
+        // The driver copies the parameter from this address and never writes through it.
+        let mut args = [std::ptr::from_ref(params)
+            .cast_mut()
+            .cast::<std::ffi::c_void>()];
+        let (threads, smem) = (self.spec.threads(), self.spec.smem_bytes());
+        let failed = |message: String| Error::Launch {
+            kernel: self.spec.name.to_string(),
+            message,
+        };
+        if attributes.is_empty() {
+            // SAFETY: the entry takes exactly one `P` by value (`KernelParams`, and `Entries`
+            // hands out a `Kernel<P>` only for entries of `P::KIND`); block size and shared
+            // memory are the catalogue's for it (the limit raised at load where above the
+            // default); the rest is the caller's contract.
+            return unsafe {
+                result::launch_kernel(
+                    self.function,
+                    (grid, 1, 1),
+                    (threads, 1, 1),
+                    smem,
+                    stream,
+                    &mut args,
+                )
+            }
+            .map_err(|e| failed(e.to_string()));
+        }
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: smem,
+            hStream: stream,
+            attrs: attributes.as_mut_ptr(),
+            numAttrs: attributes.len() as u32,
+        };
+        // SAFETY: as above; `config` and `args` outlive the call, which reads them only.
+        let status = unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
+                self.function,
+                args.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        if status != sys::CUresult::CUDA_SUCCESS {
+            return Err(failed(format!("cuLaunchKernelEx: {status:?}")));
+        }
+        Ok(())
+    }
 }

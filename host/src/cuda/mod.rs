@@ -7,11 +7,13 @@
 //! work still queued on a stream, or a captured graph, may run, and creating and dropping
 //! engines in a loop neither reloads the PTX nor leaks modules.
 
+mod catalogue;
 mod hopper;
 mod images;
 mod kernel_abi;
 mod modules;
 mod offsets;
+mod plan;
 mod pointers;
 mod scalar;
 mod tensor;
@@ -27,6 +29,7 @@ use crate::validate::Extents;
 pub use images::{Compressed, Cubin, KernelImages, ModuleImages};
 use modules::ModuleLoader;
 pub use modules::{ImageKind, LoadedImage};
+use plan::Planner;
 
 /// Which kernels the tensor-core tier may use. Not a tuning knob: the default lets the
 /// planner choose; the others exist so the tests can run both paths (and both Hopper
@@ -139,13 +142,16 @@ impl Loaded {
             (capability == (9, 0) && kernels.sm90a.available()).then(|| loader(&kernels.sm90a));
         let sm80 =
             (capability >= (8, 0) && kernels.sm80.available()).then(|| loader(&kernels.sm80));
-        let scalar = sm80
-            .as_ref()
-            .map(|m| scalar::ScalarKernels::new(m.clone(), sm90a.clone(), sms as u32));
-        let tensor = sm80.as_ref().map(|m| tensor::TensorKernels::new(m.clone()));
+        let entries = Arc::new(catalogue::Entries::new(
+            sm80.clone(),
+            sm90a.clone(),
+            sms as u32,
+        ));
+        let scalar = sm80.as_ref().map(|_| scalar::ScalarKernels::new(&entries));
+        let tensor = sm80.as_ref().map(|_| tensor::TensorKernels::new(&entries));
         let hopper = sm90a
             .as_ref()
-            .map(|m| hopper::HopperKernels::new(m.clone(), sms as usize));
+            .map(|_| hopper::HopperKernels::new(&entries, sms as usize));
         Ok(Loaded {
             ctx,
             ordinal,
@@ -294,15 +300,13 @@ impl CudaBackend {
         let hopper = match (self.tc_path, &self.loaded.hopper) {
             (TcPath::Portable, _) => None,
             (_, Some(h)) => {
-                match hopper::can_implement(g, p.a as usize, p.b as usize, p.c as usize) {
-                    Ok(()) => Some(h),
+                let planner = h.planner(self.tc_path == TcPath::HopperPingPong);
+                match planner.plan(g, p) {
+                    Ok(plan) => Some((planner, plan)),
                     Err(e) if forced => {
                         return Err(Error::Launch {
                             kernel: "sgemm_bi_hopper_*".into(),
-                            message: format!(
-                                "forced Hopper path cannot run this call: {}",
-                                e.reason
-                            ),
+                            message: format!("forced Hopper path cannot run this call: {e}"),
                         })
                     }
                     Err(_) => None,
@@ -318,16 +322,21 @@ impl CudaBackend {
             }
             (TcPath::Auto, None) => None,
         };
-        // SAFETY (both arms): forwarded contract.
+        // SAFETY (both arms): forwarded contract; each plan is its planner's own.
         match hopper {
-            Some(h) => unsafe { h.launch(g, p, stream, self.tc_path == TcPath::HopperPingPong) },
-            None => unsafe {
-                self.loaded
+            Some((planner, plan)) => unsafe { planner.launch(&plan, g, p, stream) },
+            None => {
+                let tensor = self
+                    .loaded
                     .tensor
                     .as_ref()
-                    .expect("tier availability is checked before launch")
-                    .launch(g, p, stream)
-            },
+                    .expect("tier availability is checked before launch");
+                let plan = tensor.plan(g, p).map_err(|e| Error::Launch {
+                    kernel: "sgemm_bi_tc_*".into(),
+                    message: e.to_string(),
+                })?;
+                unsafe { tensor.launch(&plan, g, p, stream) }
+            }
         }
     }
 }

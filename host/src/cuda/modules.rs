@@ -233,30 +233,6 @@ impl ModuleLoader {
         Ok(f)
     }
 
-    /// The entry point `name`, allowed `smem_bytes` of dynamic shared memory (more than the
-    /// default 48 KiB needs an attribute per function), loading what it needs on first use.
-    pub(crate) fn function_with_smem(
-        &self,
-        name: &str,
-        smem_bytes: u32,
-    ) -> Result<sys::CUfunction> {
-        let f = self.function(name)?;
-        // SAFETY: `f` is a function of a module loaded in this loader's context, which
-        // `function` left current on this thread.
-        unsafe {
-            result::function::set_function_attribute(
-                f,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                smem_bytes as i32,
-            )
-        }
-        .map_err(|e| Error::Driver {
-            call: "cuFuncSetAttribute",
-            message: format!("{name}: {e}"),
-        })?;
-        Ok(f)
-    }
-
     fn function_locked(&self, state: &mut State, name: &str) -> Result<sys::CUfunction> {
         if let (Some(cubin), false) = (self.cubin, state.cubin_refused) {
             if state.cubin_module.is_none() {

@@ -4,76 +4,47 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{result, sys};
-
-use super::kernel_abi::{gemm_params, launch};
-use super::modules::{Lazy, ModuleLoader};
-use crate::error::{Error, Result};
-use crate::types::{DType, Gemm, GemmPointers, Layout, OutputMode};
+use cudarc::driver::sys;
+use sgemm_bi_abi::catalogue::{Family, Kind, Module, ScalarTile};
 use sgemm_bi_abi::params::GemmParams;
-use sgemm_bi_abi::scalar::{narrow, rows, wide, BM, THREADS};
+use sgemm_bi_abi::scalar::{narrow, rows, wide, BM};
 
-const DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
-pub(crate) const LAYOUTS: [(Layout, Layout); 4] = [
-    (Layout::RowMajor, Layout::RowMajor),
-    (Layout::RowMajor, Layout::ColMajor),
-    (Layout::ColMajor, Layout::RowMajor),
-    (Layout::ColMajor, Layout::ColMajor),
-];
+use super::catalogue::{expect_id, Entries, KernelId};
+use super::kernel_abi::{gemm_params, grid_size};
+use super::plan::{
+    copyable_16, element_index, k_contiguous, layout_index, Planner, Unsupported, ELEMENTS, LAYOUTS,
+};
+use crate::error::{Operand as Which, Result};
+use crate::types::{DType, Gemm, GemmPointers, Layout, OutputMode};
 
-/// The two tile widths of the scalar kernels (`sgemm_bi_abi::scalar`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Width {
-    /// 128 × 128 tiles.
-    Wide,
-    /// 128 × 64 tiles.
-    Narrow,
+/// The tile widths, in the order of [`TiledTable`]'s last index.
+const TILES: [ScalarTile; 2] = [ScalarTile::Wide, ScalarTile::Narrow];
+
+/// Output columns of a tile of `tile`.
+fn tile_bn(tile: ScalarTile) -> u32 {
+    match tile {
+        ScalarTile::Wide => wide::BN,
+        ScalarTile::Narrow => narrow::BN,
+    }
 }
 
-impl Width {
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Output columns per tile.
-    fn bn(self) -> u32 {
-        match self {
-            Width::Wide => wide::BN,
-            Width::Narrow => narrow::BN,
-        }
-    }
-
-    fn smem_bytes(self) -> u32 {
-        match self {
-            Width::Wide => wide::SMEM_BYTES,
-            Width::Narrow => narrow::SMEM_BYTES,
-        }
-    }
-
-    /// Time of one tile relative to a wide one, both with the multiprocessor shared as
-    /// usual: half the work at about 77 % of the wide tiles' rate (H200: 32.5 against 42.4
-    /// TFLOP/s of f32 with full waves, docs/perf-notes.md). It only ranks the two widths.
-    fn relative_tile_time(self) -> f64 {
-        match self {
-            Width::Wide => 1.0,
-            Width::Narrow => 0.65,
-        }
-    }
-
-    fn suffix(self) -> &'static str {
-        match self {
-            Width::Wide => "",
-            Width::Narrow => "_n64",
-        }
+/// Time of one tile relative to a wide one, both with the multiprocessor shared as usual:
+/// half the work at about 77 % of the wide tiles' rate (H200: 32.5 against 42.4 TFLOP/s of
+/// f32 with full waves, docs/perf-notes.md). It only ranks the two widths.
+fn relative_tile_time(tile: ScalarTile) -> f64 {
+    match tile {
+        ScalarTile::Wide => 1.0,
+        ScalarTile::Narrow => 0.65,
     }
 }
 
 /// How many of a problem's columns, from column 0, go to wide tiles; the rest go to narrow
-/// ones, in a second launch.
+/// ones, in a second launch. `resident`: blocks of each width (`TILES`' order) the device
+/// runs at once.
 ///
 /// Chosen by whole waves: the last wave of a launch is paid in full however few tiles it
 /// holds, so each part costs `⌈tiles / resident⌉` waves of its tile time (wide 1.0, narrow
-/// [`Width::relative_tile_time`]), and a second launch a little more. 2048 × 3072 on an H200
+/// [`relative_tile_time`]), and a second launch a little more. 2048 × 3072 on an H200
 /// (264 resident blocks of either width): all wide is 384 tiles, two waves (2.0); all narrow
 /// 768 tiles, three waves (1.95); 2048 wide columns then 1024 narrow ones, 256 tiles each,
 /// one wave of each (1.65). Every element's chain is the same in either part (C3), so the
@@ -97,12 +68,11 @@ fn split_cost(m: usize, n: usize, batch: usize, resident: [u32; 2], wide_tiles_n
     /// A second launch: its start, and the drain between the two.
     const SECOND_LAUNCH: f64 = 0.05;
     let tiles_m = m.div_ceil(BM as usize) * batch;
-    let waves = |tiles: usize, w: Width| tiles.div_ceil(resident[w.index()].max(1) as usize);
-    let wide_cols = (wide_tiles_n * Width::Wide.bn() as usize).min(n);
-    let narrow_tiles_n = (n - wide_cols).div_ceil(Width::Narrow.bn() as usize);
-    let wide = waves(tiles_m * wide_tiles_n, Width::Wide) as f64;
-    let narrow =
-        waves(tiles_m * narrow_tiles_n, Width::Narrow) as f64 * Width::Narrow.relative_tile_time();
+    let waves = |tiles: usize, w: usize| tiles.div_ceil(resident[w].max(1) as usize);
+    let wide_cols = (wide_tiles_n * wide::BN as usize).min(n);
+    let narrow_tiles_n = (n - wide_cols).div_ceil(narrow::BN as usize);
+    let wide = waves(tiles_m * wide_tiles_n, 0) as f64;
+    let narrow = waves(tiles_m * narrow_tiles_n, 1) as f64 * relative_tile_time(ScalarTile::Narrow);
     let second = if wide_tiles_n > 0 && narrow_tiles_n > 0 {
         SECOND_LAUNCH
     } else {
@@ -111,58 +81,100 @@ fn split_cost(m: usize, n: usize, batch: usize, resident: [u32; 2], wide_tiles_n
     wide + narrow + second
 }
 
-/// `rr`, `rc`, `cr` or `cc`: the operand layouts as entry-point names spell them.
-pub(crate) fn layout_suffix((a, b): (Layout, Layout)) -> String {
-    let l = |x| if x == Layout::RowMajor { 'r' } else { 'c' };
-    format!("{}{}", l(a), l(b))
-}
+/// The tiled entry points of one table, `[element][layout pair][tile]` (`ELEMENTS`,
+/// `LAYOUTS`, `TILES`).
+type TiledTable = [[[KernelId<GemmParams>; 2]; 4]; 3];
 
-/// Which module a scalar entry point comes from: the sm80 module, which every GPU from
-/// sm_80 on loads, or the sm90a module's `_sm90` entries (wide tiles with more k steps per
-/// loop trip; f32 copied by cp.async), which replace their sm80 twins on compute capability
-/// 9.0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Source {
-    Sm80,
-    Sm90a,
-}
-
-/// The module that holds the entry of `width` in a table that prefers the sm90a entries.
-fn source(width: Width, sm90: bool) -> Source {
-    if sm90 && width == Width::Wide {
-        Source::Sm90a
-    } else {
-        Source::Sm80
+/// The table whose wide entries come from `wide_module`: the sm80 module, which every GPU
+/// from sm_80 on loads, or the sm90a module's `_sm90` entries (wide tiles with more k steps
+/// per loop trip; f32 copied by cp.async), which replace their sm80 twins on compute
+/// capability 9.0. The narrow entries are the sm80 module's. Every slot is built: a missing
+/// catalogue entry fails the build here.
+const fn tiled_table(wide_module: Module) -> TiledTable {
+    let mut table = [[[tiled_entry(wide_module, 0, 0, 0); 2]; 4]; 3];
+    let mut e = 0;
+    while e < 3 {
+        let mut l = 0;
+        while l < 4 {
+            table[e][l] = [
+                tiled_entry(wide_module, e, l, 0),
+                tiled_entry(wide_module, e, l, 1),
+            ];
+            l += 1;
+        }
+        e += 1;
     }
+    table
 }
 
-fn entry_name(dtype: DType, layouts: (Layout, Layout), width: Width, from: Source) -> String {
-    format!(
-        "sgemm_bi_scalar_{}_{}{}{}",
-        dtype.name(),
-        layout_suffix(layouts),
-        width.suffix(),
-        if from == Source::Sm90a { "_sm90" } else { "" }
-    )
+const fn tiled_entry(wide_module: Module, e: usize, l: usize, t: usize) -> KernelId<GemmParams> {
+    let module = match TILES[t] {
+        ScalarTile::Wide => wide_module,
+        ScalarTile::Narrow => Module::Sm80,
+    };
+    let (a_k_contiguous, b_k_contiguous) = k_contiguous(LAYOUTS[l]);
+    expect_id(Kind {
+        module,
+        element: ELEMENTS[e],
+        a_k_contiguous,
+        b_k_contiguous,
+        family: Family::ScalarTiled { tile: TILES[t] },
+    })
 }
 
-/// A call the few-row kernels (`kernels-gpu/src/scalar/rows.rs`) take: which of
+const PORTABLE: TiledTable = tiled_table(Module::Sm80);
+const SM90: TiledTable = tiled_table(Module::Sm90a);
+
+/// The few-row entry points, `[element][B k-contiguous][variant]` (`ELEMENTS`,
+/// [`rows::VARIANTS`]); every slot built.
+type RowsTable = [[[KernelId<GemmParams>; rows::VARIANTS.len()]; 2]; 3];
+
+const fn rows_table() -> RowsTable {
+    let mut table = [[[rows_entry(0, 0, 0); rows::VARIANTS.len()]; 2]; 3];
+    let mut e = 0;
+    while e < 3 {
+        let mut b = 0;
+        while b < 2 {
+            let mut v = 0;
+            while v < rows::VARIANTS.len() {
+                table[e][b][v] = rows_entry(e, b, v);
+                v += 1;
+            }
+            b += 1;
+        }
+        e += 1;
+    }
+    table
+}
+
+const fn rows_entry(e: usize, b: usize, v: usize) -> KernelId<GemmParams> {
+    expect_id(Kind {
+        module: Module::Sm80,
+        element: ELEMENTS[e],
+        a_k_contiguous: true,
+        b_k_contiguous: b == 1,
+        family: Family::ScalarRows {
+            rows_per_warp: rows::VARIANTS[v],
+        },
+    })
+}
+
+const ROWS: RowsTable = rows_table();
+
+/// What the few-row kernels (`kernels-gpu/src/scalar/rows.rs`) run a call with: which of
 /// [`rows::VARIANTS`] (rows per warp) and B's layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RowsPlan {
     /// Index into [`rows::VARIANTS`].
     variant: usize,
     b_k_contiguous: bool,
+    entry: KernelId<GemmParams>,
 }
 
 impl RowsPlan {
-    fn rows_per_warp(self) -> u32 {
-        rows::VARIANTS[self.variant]
-    }
-
     /// Output rows per block.
     fn block_rows(self) -> u32 {
-        rows::WARPS * self.rows_per_warp()
+        rows::WARPS * rows::VARIANTS[self.variant]
     }
 }
 
@@ -173,146 +185,110 @@ impl RowsPlan {
 /// leading dimension and batch stride a multiple of 16 bytes, since they copy A and B in
 /// 16-byte `cp.async` pieces. The tiled kernels take everything else; both compute every
 /// element with the same chain, so the choice changes only speed.
-pub(crate) fn rows_plan(g: &Gemm, p: &GemmPointers) -> Option<RowsPlan> {
+pub(crate) fn rows_plan(g: &Gemm, p: &GemmPointers) -> Result<RowsPlan, Unsupported> {
     if g.m == 0 || g.m > 64 {
-        return None;
+        return Err(Unsupported::Rows { m: g.m });
     }
-    let bytes = g.a.dtype.size();
-    let aligned = |addr: usize, elements: usize| addr % 16 == 0 && (elements * bytes) % 16 == 0;
-    let a_along_k = g.a.layout == Layout::RowMajor || (g.m == 1 && g.a.ld == 1);
-    let a_ok = a_along_k
-        && aligned(p.a as usize, if g.m > 1 { g.a.ld } else { 0 })
-        && (g.batch == 1 || aligned(0, g.a.batch_stride));
-    let b_ok = aligned(p.b as usize, g.b.ld) && (g.batch == 1 || aligned(0, g.b.batch_stride));
-    if !(a_ok && b_ok) {
-        return None;
+    if !(g.a.layout == Layout::RowMajor || (g.m == 1 && g.a.ld == 1)) {
+        return Err(Unsupported::ANotAlongK);
     }
+    let size = g.a.dtype.size();
+    // A's pitch matters only between rows.
+    let a_ld = (g.m > 1).then_some(g.a.ld);
+    copyable_16(
+        Which::A,
+        size,
+        p.a as usize,
+        a_ld,
+        g.a.batch_stride,
+        g.batch,
+    )?;
+    copyable_16(
+        Which::B,
+        size,
+        p.b as usize,
+        Some(g.b.ld),
+        g.b.batch_stride,
+        g.batch,
+    )?;
     let variant = rows::VARIANTS
         .iter()
         .position(|&tm| g.m <= (rows::WARPS * tm) as usize)
         .unwrap_or(rows::VARIANTS.len() - 1);
-    Some(RowsPlan {
+    let b_k_contiguous = g.b.layout == Layout::ColMajor;
+    let entry = ROWS[element_index(g.a.dtype)][b_k_contiguous as usize][variant];
+    Ok(RowsPlan {
         variant,
-        b_k_contiguous: g.b.layout == Layout::ColMajor,
+        b_k_contiguous,
+        entry,
     })
 }
 
-fn rows_entry_name(dtype: DType, plan: RowsPlan) -> String {
-    format!(
-        "sgemm_bi_scalar_rows_{}_{}_m{}",
-        dtype.name(),
-        if plan.b_k_contiguous { 'c' } else { 'r' },
-        plan.block_rows()
-    )
+/// The few-row kernels of a device (the sm80 module's).
+pub(crate) struct Rows {
+    entries: Arc<Entries>,
 }
 
-/// A loaded scalar entry point and the number of its blocks the whole device runs at once.
-#[derive(Clone, Copy)]
-struct ScalarFunction {
-    function: sys::CUfunction,
-    resident: u32,
-}
+impl Planner for Rows {
+    type Plan = RowsPlan;
 
-/// Twenty-four scalar entry points, `[dtype][layout pair][width]`, each looked up on its
-/// first call.
-struct Table {
-    functions: [[[Lazy<ScalarFunction>; 2]; 4]; 3],
-    /// The wide entries are the sm90a module's `_sm90` ones.
-    sm90: bool,
-}
-
-impl Table {
-    fn new(sm90: bool) -> Self {
-        Table {
-            functions: Default::default(),
-            sm90,
-        }
-    }
-}
-
-/// The scalar entry points of a device: the sm80 module's, and on compute capability 9.0 a
-/// second table with the sm90a module's faster wide entries. Both compute every
-/// element with the same chain, so the choice changes only speed.
-pub(crate) struct ScalarKernels {
-    sm80: Arc<ModuleLoader>,
-    /// The few-row entry points, `[dtype][B k-contiguous][variant]`, from the sm80 module.
-    rows: [[[Lazy<sys::CUfunction>; rows::VARIANTS.len()]; 2]; 3],
-    sm90a: Option<Arc<ModuleLoader>>,
-    sms: u32,
-    portable: Table,
-    /// Present with the sm90a module.
-    sm90a_table: Option<Table>,
-}
-
-impl ScalarKernels {
-    /// The tables of the sm80 module's entry points and, when given, the sm90a module's,
-    /// on a device with `sms` multiprocessors; loads nothing yet.
-    pub(crate) fn new(sm80: Arc<ModuleLoader>, sm90a: Option<Arc<ModuleLoader>>, sms: u32) -> Self {
-        ScalarKernels {
-            sm90a_table: sm90a.as_ref().map(|_| Table::new(true)),
-            rows: Default::default(),
-            sm80,
-            sm90a,
-            sms,
-            portable: Table::new(false),
-        }
+    fn plan(&self, g: &Gemm, p: &GemmPointers) -> Result<RowsPlan, Unsupported> {
+        rows_plan(g, p)
     }
 
-    /// The entry point of `(d, l, width)` in `table`, looked up on first use with its
-    /// occupancy.
-    fn function(&self, table: &Table, d: usize, l: usize, width: Width) -> Result<ScalarFunction> {
-        table.functions[d][l][width.index()]
-            .get_or_try(|| {
-                let from = source(width, table.sm90);
-                let name = entry_name(DTYPES[d], LAYOUTS[l], width, from);
-                let module = match from {
-                    Source::Sm80 => &self.sm80,
-                    Source::Sm90a => self.sm90a.as_ref().expect("an sm90 table has the module"),
-                };
-                let function = module.function(&name)?;
-                // SAFETY: `function` is a function of a module loaded in the current context.
-                let per_sm = unsafe {
-                    result::occupancy::max_active_block_per_multiprocessor(
-                        function,
-                        THREADS as i32,
-                        width.smem_bytes() as usize,
-                    )
-                }
-                .map_err(|e| Error::Driver {
-                    call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-                    message: format!("{name}: {e}"),
-                })?;
-                Ok(ScalarFunction {
-                    function,
-                    resident: (per_sm.max(1) as u32).saturating_mul(self.sms),
-                })
-            })
-            .copied()
-    }
-
-    /// # Safety
-    /// As for `CudaBackend::gemm`, with the context current on this thread.
-    pub(crate) unsafe fn launch(
+    /// Launches the few-row kernel of `plan` on the whole call, one block per tile.
+    unsafe fn launch(
         &self,
+        plan: &RowsPlan,
         g: &Gemm,
         p: &GemmPointers,
         stream: sys::CUstream,
-        portable_only: bool,
     ) -> Result<()> {
-        let d = DTYPES.iter().position(|&x| x == g.a.dtype).unwrap();
-        if let Some(plan) = rows_plan(g, p) {
-            // SAFETY: forwarded contract; `rows_plan` checked what the kernel needs.
-            return unsafe { self.launch_rows(g, p, d, plan, stream) };
-        }
-        let table = match &self.sm90a_table {
-            Some(t) if !portable_only => t,
-            _ => &self.portable,
-        };
-        let layouts = (g.a.layout, g.b.layout);
-        let l = LAYOUTS.iter().position(|&x| x == layouts).unwrap();
+        let kernel = self.entries.get(plan.entry)?;
+        let params = gemm_params(g, p, plan.block_rows(), rows::BN);
+        // SAFETY: `rows_plan` checked the kernel's layout and alignment; the buffers satisfy
+        // the caller's contract; one block per tile, no cluster.
+        unsafe { kernel.launch(grid_size(&params, u32::MAX), &params, stream, &mut []) }
+    }
+}
+
+/// The tiled entries a call runs with: both widths of its element type and layouts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TiledPlan {
+    /// By [`TILES`].
+    entries: [KernelId<GemmParams>; 2],
+}
+
+/// The 128-row scalar tiles of a device, from one table (the sm80 module's, or on compute
+/// capability 9.0 the one with the sm90a module's wide entries). They take every call.
+pub(crate) struct Tiled {
+    entries: Arc<Entries>,
+    table: &'static TiledTable,
+}
+
+impl Planner for Tiled {
+    type Plan = TiledPlan;
+
+    fn plan(&self, g: &Gemm, _: &GemmPointers) -> Result<TiledPlan, Unsupported> {
+        Ok(TiledPlan {
+            entries: self.table[element_index(g.a.dtype)][layout_index(g)],
+        })
+    }
+
+    /// Splits the columns between the widths by whole waves ([`wide_columns`]) and launches
+    /// each part: at most one wave of blocks, which then loop over the tiles (block b takes
+    /// tiles b, b + grid, …): measured on the H200, as fast as one block per tile for f32 and
+    /// 14 % faster for bf16 at 4096³ (docs/perf-notes.md, "Scalar tier").
+    unsafe fn launch(
+        &self,
+        plan: &TiledPlan,
+        g: &Gemm,
+        p: &GemmPointers,
+        stream: sys::CUstream,
+    ) -> Result<()> {
         // Both widths' occupancy decide the split, so the first call looks both up.
-        let wide = self.function(table, d, l, Width::Wide)?;
-        let narrow = self.function(table, d, l, Width::Narrow)?;
+        let wide = self.entries.get(plan.entries[0])?;
+        let narrow = self.entries.get(plan.entries[1])?;
         let wide_cols = wide_columns(g.m, g.n, g.batch, [wide.resident, narrow.resident]);
         let full = gemm_params(g, p, BM, wide::BN);
         // The wide part: columns 0 .. wide_cols.
@@ -322,8 +298,10 @@ impl ScalarKernels {
                 tiles_n: wide_cols.div_ceil(wide::BN as usize) as u64,
                 ..full
             };
-            // SAFETY: as below.
-            unsafe { self.launch_part(table, g, wide, Width::Wide, params, stream)? };
+            let grid = grid_size(&params, wide.resident);
+            // SAFETY: the part is a column range of the caller's call, whose buffers satisfy
+            // its contract; the tiled kernels take any layout and alignment.
+            unsafe { wide.launch(grid, &params, stream, &mut [])? };
         }
         // The narrow part: columns wide_cols .. N, as a problem of its own whose B, bias and
         // C start at column wide_cols (the strides are the full problem's).
@@ -344,81 +322,67 @@ impl ScalarKernels {
                     .map_or(full.bias, |dtype| full.bias + j * dtype.size() as u64),
                 c: full.c + j * out_bytes,
                 n: (g.n - wide_cols) as u64,
-                tiles_n: (g.n - wide_cols).div_ceil(narrow::BN as usize) as u64,
+                tiles_n: (g.n - wide_cols).div_ceil(tile_bn(ScalarTile::Narrow) as usize) as u64,
                 ..full
             };
-            // SAFETY: as below.
-            unsafe { self.launch_part(table, g, narrow, Width::Narrow, params, stream)? };
+            let grid = grid_size(&params, narrow.resident);
+            // SAFETY: as above.
+            unsafe { narrow.launch(grid, &params, stream, &mut [])? };
         }
         Ok(())
     }
+}
 
-    /// Launches the few-row kernel of `plan` on the whole call, one block per tile.
-    ///
-    /// # Safety
-    /// As for `launch`; `plan` is `rows_plan(g, p)`.
-    unsafe fn launch_rows(
-        &self,
-        g: &Gemm,
-        p: &GemmPointers,
-        d: usize,
-        plan: RowsPlan,
-        stream: sys::CUstream,
-    ) -> Result<()> {
-        let tm = plan.rows_per_warp();
-        let smem = rows::smem_bytes(tm, g.a.dtype.size() as u32);
-        let function =
-            *self.rows[d][plan.b_k_contiguous as usize][plan.variant].get_or_try(|| {
-                self.sm80
-                    .function_with_smem(&rows_entry_name(g.a.dtype, plan), smem)
-            })?;
-        let params = gemm_params(g, p, plan.block_rows(), rows::BN);
-        // SAFETY: the block size and shared memory are the ones the kernel is built for;
-        // `rows_plan` checked its layout and alignment; the buffers satisfy the caller's
-        // contract.
-        unsafe {
-            launch(
-                function,
-                || rows_entry_name(g.a.dtype, plan),
-                rows::THREADS,
-                smem,
-                u32::MAX,
-                params,
-                stream,
-            )
+/// The scalar tier of a device: the few-row kernels where they take the call, the tiled
+/// ones elsewhere, from the sm80 module and on compute capability 9.0 with the sm90a
+/// module's faster wide tiles. All compute every element with the same chain, so the choice
+/// changes only speed.
+pub(crate) struct ScalarKernels {
+    rows: Rows,
+    portable: Tiled,
+    /// Present with the sm90a module.
+    sm90: Option<Tiled>,
+}
+
+impl ScalarKernels {
+    /// The scalar planners of a device whose modules `entries` loads; loads nothing yet.
+    pub(crate) fn new(entries: &Arc<Entries>) -> Self {
+        let tiled = |table| Tiled {
+            entries: entries.clone(),
+            table,
+        };
+        ScalarKernels {
+            rows: Rows {
+                entries: entries.clone(),
+            },
+            portable: tiled(&PORTABLE),
+            sm90: entries.has(Module::Sm90a).then(|| tiled(&SM90)),
         }
     }
 
-    /// Launches one part of a call in tiles of `width`.
+    /// Enqueues `g`: the few-row kernels where they take it, the tiled ones elsewhere (only
+    /// the sm80 module's with `portable_only`).
     ///
     /// # Safety
-    /// As for `launch`; `params` describes a column range of the call's problem.
-    unsafe fn launch_part(
+    /// As for `CudaBackend::gemm`, with the context current on this thread.
+    pub(crate) unsafe fn launch(
         &self,
-        table: &Table,
         g: &Gemm,
-        f: ScalarFunction,
-        width: Width,
-        params: GemmParams,
+        p: &GemmPointers,
         stream: sys::CUstream,
+        portable_only: bool,
     ) -> Result<()> {
-        let layouts = (g.a.layout, g.b.layout);
-        // At most one wave of blocks, which then loop over the tiles (block b takes tiles b,
-        // b + grid, …): measured on the H200, as fast as one block per tile for f32 and 14 %
-        // faster for bf16 at 4096³ (docs/perf-notes.md, "Scalar tier").
-        // SAFETY: the block size and shared memory are the ones the kernel is built for; the
-        // buffers satisfy the caller's contract.
-        unsafe {
-            launch(
-                f.function,
-                || entry_name(g.a.dtype, layouts, width, source(width, table.sm90)),
-                THREADS,
-                width.smem_bytes(),
-                f.resident,
-                params,
-                stream,
-            )
+        if let Ok(plan) = self.rows.plan(g, p) {
+            // SAFETY: forwarded contract; the plan is the planner's own.
+            return unsafe { self.rows.launch(&plan, g, p, stream) };
         }
+        let tiled = match &self.sm90 {
+            Some(t) if !portable_only => t,
+            _ => &self.portable,
+        };
+        let plan = tiled.plan(g, p).expect("the tiled kernels take every call");
+        // SAFETY: as above.
+        unsafe { tiled.launch(&plan, g, p, stream) }
     }
 }
 
@@ -487,30 +451,33 @@ mod tests {
     fn few_rows_take_the_rows_kernel_by_m() {
         let p = at(0x1000, 0x2000);
         let plan = |m| rows_plan(&call(m, 4096, 4096, DType::BF16), &p).map(|r| r.block_rows());
-        assert_eq!(plan(1), Some(4));
-        assert_eq!(plan(4), Some(4));
-        assert_eq!(plan(5), Some(16));
-        assert_eq!(plan(16), Some(16));
-        assert_eq!(plan(17), Some(32));
-        assert_eq!(plan(32), Some(32));
-        assert_eq!(plan(33), Some(64));
-        assert_eq!(plan(64), Some(64));
-        assert_eq!(plan(65), None);
-        assert_eq!(plan(0), None);
+        assert_eq!(plan(1), Ok(4));
+        assert_eq!(plan(4), Ok(4));
+        assert_eq!(plan(5), Ok(16));
+        assert_eq!(plan(16), Ok(16));
+        assert_eq!(plan(17), Ok(32));
+        assert_eq!(plan(32), Ok(32));
+        assert_eq!(plan(33), Ok(64));
+        assert_eq!(plan(64), Ok(64));
+        assert_eq!(plan(65), Err(Unsupported::Rows { m: 65 }));
+        assert_eq!(plan(0), Err(Unsupported::Rows { m: 0 }));
     }
 
     #[test]
     fn the_rows_kernel_needs_16_byte_pieces() {
         let ok = at(0x1000, 0x2000);
         let g = call(8, 304, 4096, DType::BF16);
-        assert!(rows_plan(&g, &ok).is_some());
+        let reason = |g: &Gemm, p: &GemmPointers| rows_plan(g, p).unwrap_err().to_string();
+        assert!(rows_plan(&g, &ok).is_ok());
         // A or B not 16-byte aligned.
-        assert!(rows_plan(&g, &at(0x1008, 0x2000)).is_none());
-        assert!(rows_plan(&g, &at(0x1000, 0x2004)).is_none());
+        assert!(reason(&g, &at(0x1008, 0x2000)).contains("A's address 0x1008"));
+        assert!(reason(&g, &at(0x1000, 0x2004)).contains("B's address 0x2004"));
         // Leading dimensions that are not a multiple of 16 bytes: K = 4095 (A's rows), N =
         // 300 is 600 bytes (B's rows).
-        assert!(rows_plan(&call(8, 304, 4095, DType::BF16), &ok).is_none());
-        assert!(rows_plan(&call(8, 300, 4096, DType::BF16), &ok).is_none());
+        let k_4095 = call(8, 304, 4095, DType::BF16);
+        assert!(reason(&k_4095, &ok).contains("A's leading dimension 4095"));
+        let n_300 = call(8, 300, 4096, DType::BF16);
+        assert!(reason(&n_300, &ok).contains("B's leading dimension 300"));
         // A column-major A is read along K only as a single row with adjacent elements.
         let mut col_a = call(1, 256, 256, DType::F32);
         col_a.a = Operand {
@@ -518,66 +485,72 @@ mod tests {
             ld: 1,
             ..col_a.a
         };
-        assert!(rows_plan(&col_a, &ok).is_some());
+        assert!(rows_plan(&col_a, &ok).is_ok());
         col_a.m = 2;
         col_a.a.ld = 2;
-        assert!(rows_plan(&col_a, &ok).is_none());
+        assert_eq!(rows_plan(&col_a, &ok), Err(Unsupported::ANotAlongK));
         // A batch stride that breaks the alignment of the second entry.
         let mut batched = call(4, 256, 256, DType::F16);
         batched.batch = 2;
         batched.a.batch_stride = 4 * 256 + 1;
-        assert!(rows_plan(&batched, &ok).is_none());
+        assert!(reason(&batched, &ok).contains("A's batch stride 1025"));
         batched.a.batch_stride = 4 * 256 + 8;
-        assert!(rows_plan(&batched, &ok).is_some());
+        assert!(rows_plan(&batched, &ok).is_ok());
     }
 
     #[test]
-    fn every_rows_variant_has_an_entry_point_name() {
-        let plan = |variant, b_k_contiguous| RowsPlan {
-            variant,
-            b_k_contiguous,
+    fn every_rows_variant_has_its_entry_point() {
+        let p = at(0x1000, 0x2000);
+        let name = |m, dtype, layout| {
+            let mut g = call(m, 256, 256, dtype);
+            g.b.layout = layout;
+            g.b.ld = 256;
+            rows_plan(&g, &p).unwrap().entry.spec().name
         };
         assert_eq!(
-            rows_entry_name(DType::BF16, plan(0, true)),
+            name(1, DType::BF16, Layout::ColMajor),
             "sgemm_bi_scalar_rows_bf16_c_m4"
         );
         assert_eq!(
-            rows_entry_name(DType::F32, plan(1, false)),
+            name(16, DType::F32, Layout::RowMajor),
             "sgemm_bi_scalar_rows_f32_r_m16"
         );
         assert_eq!(
-            rows_entry_name(DType::F16, plan(2, true)),
+            name(17, DType::F16, Layout::ColMajor),
             "sgemm_bi_scalar_rows_f16_c_m32"
         );
         assert_eq!(
-            rows_entry_name(DType::F16, plan(3, true)),
+            name(64, DType::F16, Layout::ColMajor),
             "sgemm_bi_scalar_rows_f16_c_m64"
         );
     }
 
     #[test]
-    fn every_width_has_an_entry_point_name() {
-        let name =
-            |dtype, layouts, width, sm90| entry_name(dtype, layouts, width, source(width, sm90));
+    fn every_width_has_its_entry_point() {
+        let name = |table: &TiledTable, dtype, l: usize, t: usize| {
+            table[element_index(dtype)][l][t].spec().name
+        };
         assert_eq!(
-            name(DType::BF16, LAYOUTS[2], Width::Narrow, true),
+            name(&SM90, DType::BF16, 2, 1),
             "sgemm_bi_scalar_bf16_cr_n64"
         );
-        assert_eq!(
-            name(DType::F32, LAYOUTS[0], Width::Wide, true),
-            "sgemm_bi_scalar_f32_rr_sm90"
-        );
-        assert_eq!(
-            name(DType::F32, LAYOUTS[0], Width::Wide, false),
-            "sgemm_bi_scalar_f32_rr"
-        );
-        assert_eq!(
-            name(DType::F16, LAYOUTS[1], Width::Wide, true),
-            "sgemm_bi_scalar_f16_rc_sm90"
-        );
-        assert_eq!(
-            name(DType::F16, LAYOUTS[1], Width::Wide, false),
-            "sgemm_bi_scalar_f16_rc"
-        );
+        assert_eq!(name(&SM90, DType::F32, 0, 0), "sgemm_bi_scalar_f32_rr_sm90");
+        assert_eq!(name(&PORTABLE, DType::F32, 0, 0), "sgemm_bi_scalar_f32_rr");
+        assert_eq!(name(&SM90, DType::F16, 1, 0), "sgemm_bi_scalar_f16_rc_sm90");
+        assert_eq!(name(&PORTABLE, DType::F16, 1, 0), "sgemm_bi_scalar_f16_rc");
+        for table in [&PORTABLE, &SM90] {
+            for (e, row) in table.iter().enumerate() {
+                for (l, pair) in row.iter().enumerate() {
+                    for (t, id) in pair.iter().enumerate() {
+                        let kind = id.spec().kind;
+                        assert_eq!(kind.element, ELEMENTS[e]);
+                        let layouts = (kind.a_k_contiguous, kind.b_k_contiguous);
+                        assert_eq!(layouts, k_contiguous(LAYOUTS[l]));
+                        assert_eq!(kind.family, Family::ScalarTiled { tile: TILES[t] });
+                        assert_eq!(tile_bn(TILES[t]), kind.family.tile().1);
+                    }
+                }
+            }
+        }
     }
 }

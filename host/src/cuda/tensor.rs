@@ -11,15 +11,15 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::sys;
+use sgemm_bi_abi::catalogue::{Element, Family, Kind, Module};
+use sgemm_bi_abi::params::GemmParams;
+use sgemm_bi_abi::tensor::{BM, BN, MMA_K};
 
-use super::kernel_abi::{gemm_params, launch};
-use super::modules::{Lazy, ModuleLoader};
-use super::scalar::{layout_suffix, LAYOUTS};
-use crate::error::Result;
-use crate::types::{DType, Gemm, GemmPointers, Layout, Operand};
-use sgemm_bi_abi::tensor::{BM, BN, CHUNK_ELEMS, MMA_K, SMEM_BYTES, THREADS};
-
-const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
+use super::catalogue::{expect_id, Entries, KernelId};
+use super::kernel_abi::{gemm_params, grid_size};
+use super::plan::{k_contiguous, layout_index, operand_copyable_16, Planner, Unsupported, LAYOUTS};
+use crate::error::{Operand as Which, Result};
+use crate::types::{DType, Gemm, GemmPointers, Layout};
 
 /// How a kernel stages its operands into shared memory. Both loaders leave the same values
 /// in the same shared-memory layout and the mainloop after them is the same, so the choice
@@ -36,41 +36,52 @@ pub(crate) enum Loader {
 /// The loaders the planner asks, fastest first.
 const LOADERS: [Loader; 2] = [Loader::CpAsync16, Loader::Elementwise];
 
-/// Why a candidate kernel cannot run a call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Unsupported {
-    pub(crate) reason: String,
-}
-
 impl Loader {
     /// Whether this loader can stage the operands of `g` at addresses `a` and `b`.
     pub(crate) fn can_implement(self, g: &Gemm, a: usize, b: usize) -> Result<(), Unsupported> {
         if self == Loader::Elementwise {
             return Ok(());
         }
-        let bytes = CHUNK_ELEMS as usize * 2;
-        let check = |name: &str, op: &Operand, addr: usize| {
-            let reason = if addr % bytes != 0 {
-                format!("{name}'s address {addr:#x} is not {bytes}-byte aligned")
-            } else if op.ld % CHUNK_ELEMS as usize != 0 {
-                format!(
-                    "{name}'s leading dimension {} is not a multiple of {CHUNK_ELEMS}",
-                    op.ld
-                )
-            } else if g.batch > 1 && op.batch_stride % CHUNK_ELEMS as usize != 0 {
-                format!(
-                    "{name}'s batch stride {} is not a multiple of {CHUNK_ELEMS}",
-                    op.batch_stride
-                )
-            } else {
-                return Ok(());
-            };
-            Err(Unsupported { reason })
-        };
-        check("A", &g.a, a)?;
-        check("B", &g.b, b)
+        operand_copyable_16(Which::A, &g.a, a, g.batch)?;
+        operand_copyable_16(Which::B, &g.b, b, g.batch)
     }
 }
+
+/// The input types of the mma.sync kernels, in the order of [`TABLE`]'s first index.
+const ELEMENTS: [Element; 2] = [Element::Bf16, Element::F16];
+
+/// The entry points, `[element][layout pair][loader]` (`ELEMENTS`, `LAYOUTS`, `LOADERS`);
+/// every slot built.
+type Table = [[[KernelId<GemmParams>; 2]; 4]; 2];
+
+const fn table() -> Table {
+    let mut table = [[[entry(0, 0, 0); 2]; 4]; 2];
+    let mut e = 0;
+    while e < 2 {
+        let mut l = 0;
+        while l < 4 {
+            table[e][l] = [entry(e, l, 0), entry(e, l, 1)];
+            l += 1;
+        }
+        e += 1;
+    }
+    table
+}
+
+const fn entry(e: usize, l: usize, loader: usize) -> KernelId<GemmParams> {
+    let (a_k_contiguous, b_k_contiguous) = k_contiguous(LAYOUTS[l]);
+    expect_id(Kind {
+        module: Module::Sm80,
+        element: ELEMENTS[e],
+        a_k_contiguous,
+        b_k_contiguous,
+        family: Family::Mma {
+            cp_async: matches!(LOADERS[loader], Loader::CpAsync16),
+        },
+    })
+}
+
+const TABLE: Table = table();
 
 /// What the planner chose for one call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,22 +94,11 @@ pub(crate) struct TensorPlan {
     /// K of one MMA step. There is no split-K: one accumulator per output element takes
     /// every step.
     pub(crate) k_step: u32,
+    /// The entry point in the sm80 module.
+    pub(crate) entry: KernelId<GemmParams>,
 }
 
 impl TensorPlan {
-    /// The entry point in the sm80 module.
-    pub(crate) fn entry_name(&self) -> String {
-        let suffix = match self.loader {
-            Loader::CpAsync16 => "",
-            Loader::Elementwise => "_unaligned",
-        };
-        format!(
-            "sgemm_bi_tc_{}_{}{suffix}",
-            self.dtype.name(),
-            layout_suffix(self.layouts)
-        )
-    }
-
     /// The MMA steps for a given K, in the order they enter the accumulator: the k range each
     /// step covers (the last one padded with zeros up to `k_step`). The statement of the
     /// order the kernels implement, checked against every plan by the tests.
@@ -112,88 +112,71 @@ impl TensorPlan {
 }
 
 /// The plan for `g` with A at address `a` and B at `b`: the first loader that can stage
-/// them, and the one tile shape this release has.
-pub(crate) fn plan(g: &Gemm, a: usize, b: usize) -> TensorPlan {
-    let loader = LOADERS
-        .into_iter()
-        .find(|l| l.can_implement(g, a, b).is_ok())
+/// them, and the one tile shape this release has. Only f32 inputs are declined.
+pub(crate) fn plan(g: &Gemm, a: usize, b: usize) -> Result<TensorPlan, Unsupported> {
+    let e = match g.a.dtype {
+        DType::BF16 => 0,
+        DType::F16 => 1,
+        dtype @ DType::F32 => return Err(Unsupported::Element { dtype }),
+    };
+    let o = LOADERS
+        .iter()
+        .position(|l| l.can_implement(g, a, b).is_ok())
         .expect("the element-wise loader stages any operand");
-    TensorPlan {
+    let entry = TABLE[e][layout_index(g)][o];
+    let tile = entry.spec().kind.family.tile();
+    debug_assert_eq!(tile, (BM, BN));
+    Ok(TensorPlan {
         dtype: g.a.dtype,
         layouts: (g.a.layout, g.b.layout),
-        loader,
-        tile: (BM, BN),
+        loader: LOADERS[o],
+        tile,
         k_step: MMA_K,
-    }
+        entry,
+    })
 }
 
-fn index(plan: &TensorPlan) -> (usize, usize, usize) {
-    (
-        DTYPES.iter().position(|&x| x == plan.dtype).unwrap(),
-        LAYOUTS.iter().position(|&x| x == plan.layouts).unwrap(),
-        LOADERS.iter().position(|&x| x == plan.loader).unwrap(),
-    )
-}
-
-/// The sixteen tensor-core entry points, `[dtype][layout pair][loader]`, each looked up on
-/// its first call.
+/// The mma.sync kernels of a device (the sm80 module's).
 pub(crate) struct TensorKernels {
-    module: Arc<ModuleLoader>,
-    functions: [[[Lazy<sys::CUfunction>; 2]; 4]; 2],
+    entries: Arc<Entries>,
 }
 
 impl TensorKernels {
-    /// The tables of the sm80 module's tensor-core entry points; loads nothing yet.
-    pub(crate) fn new(module: Arc<ModuleLoader>) -> Self {
+    /// The planner of the sm80 module's tensor-core entry points; loads nothing yet.
+    pub(crate) fn new(entries: &Arc<Entries>) -> Self {
         TensorKernels {
-            module,
-            functions: Default::default(),
+            entries: entries.clone(),
         }
     }
+}
 
-    /// The function of `plan`, looked up on first use and allowed the dynamic shared memory
-    /// it needs (more than the default 48 KiB).
-    fn function(&self, plan: &TensorPlan) -> Result<sys::CUfunction> {
-        let (d, l, o) = index(plan);
-        self.functions[d][l][o]
-            .get_or_try(|| {
-                self.module
-                    .function_with_smem(&plan.entry_name(), SMEM_BYTES)
-            })
-            .copied()
+impl Planner for TensorKernels {
+    type Plan = TensorPlan;
+
+    fn plan(&self, g: &Gemm, p: &GemmPointers) -> Result<TensorPlan, Unsupported> {
+        plan(g, p.a as usize, p.b as usize)
     }
 
-    /// # Safety
-    /// As for `CudaBackend::gemm`, with the context current on this thread.
-    pub(crate) unsafe fn launch(
+    unsafe fn launch(
         &self,
+        plan: &TensorPlan,
         g: &Gemm,
         p: &GemmPointers,
         stream: sys::CUstream,
     ) -> Result<()> {
-        let plan = plan(g, p.a as usize, p.b as usize);
-        let function = self.function(&plan)?;
-        // SAFETY: the block size and shared memory are the ones the kernel is built for (its
-        // limit was raised at load); the cp.async entry is chosen only for aligned operands;
-        // the buffers satisfy the caller's contract.
-        unsafe {
-            launch(
-                function,
-                || plan.entry_name(),
-                THREADS,
-                SMEM_BYTES,
-                u32::MAX,
-                gemm_params(g, p, plan.tile.0, plan.tile.1),
-                stream,
-            )
-        }
+        let kernel = self.entries.get(plan.entry)?;
+        let params = gemm_params(g, p, plan.tile.0, plan.tile.1);
+        // SAFETY: the cp.async entry is chosen only for operands it can stage
+        // (`Loader::can_implement`); the buffers satisfy the caller's contract; one block per
+        // tile, no cluster.
+        unsafe { kernel.launch(grid_size(&params, u32::MAX), &params, stream, &mut []) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Output, OutputMode, Tier};
+    use crate::types::{Operand, Output, OutputMode, Tier};
 
     fn gemm(m: usize, n: usize, k: usize, dtype: DType, layouts: (Layout, Layout)) -> Gemm {
         let op = |layout, rows: usize, cols: usize| Operand {
@@ -237,10 +220,10 @@ mod tests {
                 .collect();
             for m in sizes {
                 for n in sizes {
-                    for dtype in DTYPES {
+                    for dtype in [DType::BF16, DType::F16] {
                         for layouts in LAYOUTS {
                             for (a, b) in [(0x1000, 0x2000), (0x1002, 0x2000), (0x1000, 0x2006)] {
-                                let plan = plan(&gemm(m, n, k, dtype, layouts), a, b);
+                                let plan = plan(&gemm(m, n, k, dtype, layouts), a, b).unwrap();
                                 assert_eq!(plan.k_step, 16);
                                 assert_eq!(plan.k_schedule(k), want, "{m}×{n}×{k} {plan:?}");
                             }
@@ -255,9 +238,9 @@ mod tests {
     fn the_loader_follows_alignment_and_nothing_else_changes() {
         let layouts = (Layout::RowMajor, Layout::RowMajor);
         let g = gemm(100, 64, 256, DType::BF16, layouts);
-        let fast = plan(&g, 0x1000, 0x2000);
+        let fast = plan(&g, 0x1000, 0x2000).unwrap();
         assert_eq!(fast.loader, Loader::CpAsync16);
-        assert_eq!(fast.entry_name(), "sgemm_bi_tc_bf16_rr");
+        assert_eq!(fast.entry.spec().name, "sgemm_bi_tc_bf16_rr");
         for (g2, a, b, why) in [
             (g, 0x1002, 0x2000, "address"),
             (g, 0x1000, 0x2008, "address"),
@@ -282,21 +265,27 @@ mod tests {
                 "batch stride",
             ),
         ] {
-            let slow = plan(&g2, a, b);
+            let slow = plan(&g2, a, b).unwrap();
             assert_eq!(slow.loader, Loader::Elementwise, "{why}");
-            assert_eq!(slow.entry_name(), "sgemm_bi_tc_bf16_rr_unaligned");
+            assert_eq!(slow.entry.spec().name, "sgemm_bi_tc_bf16_rr_unaligned");
             assert_eq!((slow.tile, slow.k_step), (fast.tile, fast.k_step));
             let reason = Loader::CpAsync16
                 .can_implement(&g2, a, b)
                 .unwrap_err()
-                .reason;
+                .to_string();
             assert!(reason.contains(why), "{reason}");
         }
         let f16_cc = plan(
             &gemm(5, 5, 5, DType::F16, (Layout::ColMajor, Layout::ColMajor)),
             0x1000,
             0x2000,
+        )
+        .unwrap();
+        assert_eq!(f16_cc.entry.spec().name, "sgemm_bi_tc_f16_cc_unaligned");
+        let f32_call = gemm(5, 5, 5, DType::F32, LAYOUTS[0]);
+        assert_eq!(
+            plan(&f32_call, 0x1000, 0x2000),
+            Err(Unsupported::Element { dtype: DType::F32 })
         );
-        assert_eq!(f16_cc.entry_name(), "sgemm_bi_tc_f16_cc_unaligned");
     }
 }

@@ -1,0 +1,604 @@
+//! The kernel catalogue: every entry point of every PTX module, named once.
+//!
+//! [`kernel_catalogue!`](crate::kernel_catalogue) holds the one list. Three readers expand
+//! or read it, so that a kernel cannot be named on one side only:
+//!
+//! - the device crate (`kernels-gpu/src/entry.rs`) expands it into the `#[no_mangle]`
+//!   entry points, one per line, in the list's order (which is the PTX's order);
+//! - this module expands it into [`KERNELS`], a `const` table of [`KernelSpec`]s: the name,
+//!   module, element type, operand layouts, tile and parameter type of each entry, and its
+//!   block size, shared memory and launch bounds;
+//! - the root `build.rs` reads [`KERNELS`] for each entry's `.maxntid` / `.minnctapersm`
+//!   (which rustc cannot emit) and checks that the PTX has exactly the catalogue's entries;
+//!   the host finds an entry by a typed [`Kind`] key ([`find`]), never by a name it builds.
+//!
+//! Why an X-macro and not a `const` table the device code reads: an entry point is an item
+//! (`#[no_mangle] extern "ptx-kernel" fn`) whose generic arguments are types and consts of
+//! the device crate, which a table of values cannot instantiate; a `macro_rules!` list can
+//! feed both the items and the table, and needs no dependency (no proc macro, no `paste`),
+//! so every name is written out whole.
+
+use crate::{hopper, scalar, tensor};
+
+/// The PTX module an entry point is built into (`build.rs`'s `MODULES`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Module {
+    /// Everything that needs nothing newer than Ampere; loaded on every GPU from sm_80 on.
+    Sm80,
+    /// wgmma + TMA, and the scalar tiles with longer loop trips; compute capability 9.0 only.
+    Sm90a,
+}
+
+impl Module {
+    /// The module's name, as `build.rs` and the embedded images spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Module::Sm80 => "sm80",
+            Module::Sm90a => "sm90a",
+        }
+    }
+}
+
+/// The input element type of an entry (A and B).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Element {
+    F32,
+    Bf16,
+    F16,
+}
+
+impl Element {
+    /// Bytes of one element.
+    pub const fn bytes(self) -> u32 {
+        match self {
+            Element::F32 => 4,
+            Element::Bf16 | Element::F16 => 2,
+        }
+    }
+}
+
+/// Which `#[repr(C)]` struct an entry takes, by value, as its one parameter
+/// ([`crate::params`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    /// [`crate::params::GemmParams`].
+    Gemm,
+    /// [`crate::params::HopperParams`] (tensor maps first; its PTX parameter is declared
+    /// `.align 64`, as the driver needs).
+    Hopper,
+}
+
+/// The two tile widths of the scalar kernels ([`scalar::wide`], [`scalar::narrow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarTile {
+    /// 128 × 128 tiles.
+    Wide,
+    /// 128 × 64 tiles.
+    Narrow,
+}
+
+/// How the consumer warpgroups of a Hopper kernel share the work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Schedule {
+    /// Both work on each tile, 64 rows each.
+    Cooperative,
+    /// Each owns every other tile: one's epilogue overlaps the other's mainloop.
+    PingPong,
+}
+
+/// What an entry is, without its name: the typed key the host looks entries up by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Kind {
+    pub module: Module,
+    pub element: Element,
+    /// A is K-contiguous (row-major A); B is K-contiguous (column-major B).
+    pub a_k_contiguous: bool,
+    pub b_k_contiguous: bool,
+    pub family: Family,
+}
+
+/// A kernel family and the configuration that tells its entries apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// The scalar tier's 128-row tiles (`scalar::gemm`).
+    ScalarTiled { tile: ScalarTile },
+    /// The scalar tier's few-row kernel (`scalar::rows`), `rows_per_warp` of
+    /// [`scalar::rows::VARIANTS`]. A is always read along K.
+    ScalarRows { rows_per_warp: u32 },
+    /// The tensor-core tier's mma.sync kernels; `cp_async`: 16-byte `cp.async` loads (else
+    /// element by element, any alignment).
+    Mma { cp_async: bool },
+    /// The tensor-core tier's wgmma + TMA kernels, (bm, bn) tiles in clusters of `cluster`.
+    Hopper {
+        bm: u32,
+        bn: u32,
+        cluster: u32,
+        schedule: Schedule,
+    },
+}
+
+/// `.maxntid` and `.minnctapersm` of an entry: what rustc cannot say in Rust source, and
+/// `build.rs` writes into the PTX.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LaunchBounds {
+    /// The most threads a block of the entry is launched with.
+    pub max_threads: u32,
+    /// Blocks per SM ptxas must leave room for (it caps registers at 64 Ki / (that × threads)).
+    pub min_blocks_per_sm: u32,
+}
+
+impl Family {
+    /// The launch bounds of the family's entries.
+    ///
+    /// - Few-row scalar: 128 threads ([`scalar::rows::THREADS`]); two blocks per SM allow
+    ///   255 registers, which the 64-row entries need (at 128 ptxas spills their unrolled
+    ///   stages), and 58–128 is what ptxas gives them all.
+    /// - Tiled scalar: 256 threads ([`scalar::THREADS`]), two blocks per SM to hide latency,
+    ///   which caps them at 128 registers (ptxas fits them unspilled).
+    /// - mma.sync: 256 threads too ([`tensor::THREADS`]), two blocks per SM (2 × 80 KiB of
+    ///   shared memory fits sm_80's 164 KiB), so also at most 128 registers.
+    /// - Hopper: 384 threads (`hopper::threads(hopper::BM)`, the narrow tiles launch fewer),
+    ///   one block per SM (they use most of its shared memory); the cap at entry lets
+    ///   `setmaxnreg` move registers from the producer warpgroup to the consumers.
+    pub const fn launch_bounds(self) -> LaunchBounds {
+        let (max_threads, min_blocks_per_sm) = match self {
+            Family::ScalarRows { .. } => (scalar::rows::THREADS, 2),
+            Family::ScalarTiled { .. } => (scalar::THREADS, 2),
+            Family::Mma { .. } => (tensor::THREADS, 2),
+            Family::Hopper { .. } => (hopper::threads(hopper::BM), 1),
+        };
+        LaunchBounds {
+            max_threads,
+            min_blocks_per_sm,
+        }
+    }
+
+    /// The parameter type of the family's entries.
+    pub const fn param(self) -> ParamKind {
+        match self {
+            Family::Hopper { .. } => ParamKind::Hopper,
+            _ => ParamKind::Gemm,
+        }
+    }
+
+    /// Output rows and columns of one block tile.
+    pub const fn tile(self) -> (u32, u32) {
+        match self {
+            Family::ScalarTiled {
+                tile: ScalarTile::Wide,
+            } => (scalar::BM, scalar::wide::BN),
+            Family::ScalarTiled {
+                tile: ScalarTile::Narrow,
+            } => (scalar::BM, scalar::narrow::BN),
+            Family::ScalarRows { rows_per_warp } => {
+                (scalar::rows::WARPS * rows_per_warp, scalar::rows::BN)
+            }
+            Family::Mma { .. } => (tensor::BM, tensor::BN),
+            Family::Hopper { bm, bn, .. } => (bm, bn),
+        }
+    }
+
+    /// Threads per block the host launches.
+    pub const fn threads(self) -> u32 {
+        match self {
+            Family::Hopper { bm, .. } => hopper::threads(bm),
+            _ => self.launch_bounds().max_threads,
+        }
+    }
+
+    /// Dynamic shared memory of a block, for inputs of `element`.
+    pub const fn smem_bytes(self, element: Element) -> u32 {
+        match self {
+            Family::ScalarTiled {
+                tile: ScalarTile::Wide,
+            } => scalar::wide::SMEM_BYTES,
+            Family::ScalarTiled {
+                tile: ScalarTile::Narrow,
+            } => scalar::narrow::SMEM_BYTES,
+            Family::ScalarRows { rows_per_warp } => {
+                scalar::rows::smem_bytes(rows_per_warp, element.bytes())
+            }
+            Family::Mma { .. } => tensor::SMEM_BYTES,
+            Family::Hopper { .. } => hopper::SMEM_BYTES,
+        }
+    }
+
+    const fn same(self, other: Family) -> bool {
+        match (self, other) {
+            (Family::ScalarTiled { tile: x }, Family::ScalarTiled { tile: y }) => {
+                x as u8 == y as u8
+            }
+            (Family::ScalarRows { rows_per_warp: x }, Family::ScalarRows { rows_per_warp: y }) => {
+                x == y
+            }
+            (Family::Mma { cp_async: x }, Family::Mma { cp_async: y }) => x == y,
+            (
+                Family::Hopper {
+                    bm,
+                    bn,
+                    cluster,
+                    schedule,
+                },
+                Family::Hopper {
+                    bm: bm2,
+                    bn: bn2,
+                    cluster: cluster2,
+                    schedule: schedule2,
+                },
+            ) => bm == bm2 && bn == bn2 && cluster == cluster2 && schedule as u8 == schedule2 as u8,
+            _ => false,
+        }
+    }
+}
+
+impl Kind {
+    /// `==`, usable in `const` code.
+    pub const fn same(&self, other: &Kind) -> bool {
+        self.module as u8 == other.module as u8
+            && self.element as u8 == other.element as u8
+            && self.a_k_contiguous == other.a_k_contiguous
+            && self.b_k_contiguous == other.b_k_contiguous
+            && self.family.same(other.family)
+    }
+}
+
+/// One entry point of the catalogue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSpec {
+    /// The PTX entry name (`.visible .entry <name>`).
+    pub name: &'static str,
+    pub kind: Kind,
+}
+
+impl KernelSpec {
+    /// The parameter type the entry takes.
+    pub const fn param(&self) -> ParamKind {
+        self.kind.family.param()
+    }
+
+    /// The entry's `.maxntid` / `.minnctapersm`.
+    pub const fn launch_bounds(&self) -> LaunchBounds {
+        self.kind.family.launch_bounds()
+    }
+
+    /// Threads per block the host launches.
+    pub const fn threads(&self) -> u32 {
+        self.kind.family.threads()
+    }
+
+    /// Dynamic shared memory of a block.
+    pub const fn smem_bytes(&self) -> u32 {
+        self.kind.family.smem_bytes(self.kind.element)
+    }
+}
+
+/// The index in [`KERNELS`] of the entry of `kind`, if the catalogue has one.
+pub const fn find(kind: &Kind) -> Option<usize> {
+    let mut i = 0;
+    while i < KERNELS.len() {
+        if KERNELS[i].kind.same(kind) {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The one list of entry points. `$callback!` is invoked once with the whole list:
+///
+/// ```text
+/// sm80 { <family> { <entry>; … } … }  sm90a { <family> { <entry>; … } … }
+/// ```
+///
+/// with one line per entry point, in the order the device crate defines them (and the PTX
+/// lists them). The columns of each family:
+///
+/// - `scalar_tiled`: name, element, A K-contiguous, B K-contiguous, tile (`wide` or
+///   `narrow`, the module of `scalar`), k steps per loop trip (a constant of that module),
+///   f32 operands copied by `cp.async`, whole K tiles read through cursors;
+/// - `scalar_rows`: name, element, B K-contiguous, rows per warp;
+/// - `mma`: name, element, A K-contiguous, B K-contiguous, 16-byte `cp.async` loads;
+/// - `hopper`: name, element, A K-contiguous, B K-contiguous, BM, BN, cluster size,
+///   schedule (`Cooperative` or `PingPong`).
+///
+/// Those of the tiled scalar entries' columns that only the device code uses (steps,
+/// `cp.async`, cursors) are per entry because ptxas decides them: `tests/ptx_vendored.rs`
+/// fails on any spill, and these are the choices that assemble without one.
+#[macro_export]
+macro_rules! kernel_catalogue {
+    ($callback:ident) => {
+        $callback! {
+            sm80 {
+                // The last column, cursors: whether the entry reads its whole K tiles through
+                // cursors (`scalar::mainloop::Cursor`), which cost no index arithmetic or
+                // bounds test per K tile (f32 4096³ on the H200: 42.8 → 44.3 TFLOP/s in the
+                // `_sm90` entries). A cursor per operand beside the general loop's state makes
+                // ptxas spill some entries at 128 registers, for sm_80 or sm_90a: these keep
+                // the general loads.
+                scalar_tiled {
+                    sgemm_bi_scalar_f32_rr F32, true, false, wide, STEPS, false, false;
+                    sgemm_bi_scalar_f32_rr_n64 F32, true, false, narrow, STEPS, false, true;
+                    sgemm_bi_scalar_f32_rc F32, true, true, wide, STEPS, false, true;
+                    sgemm_bi_scalar_f32_rc_n64 F32, true, true, narrow, STEPS, false, true;
+                    sgemm_bi_scalar_f32_cr F32, false, false, wide, STEPS, false, false;
+                    sgemm_bi_scalar_f32_cr_n64 F32, false, false, narrow, STEPS, false, false;
+                    sgemm_bi_scalar_f32_cc F32, false, true, wide, STEPS, false, false;
+                    sgemm_bi_scalar_f32_cc_n64 F32, false, true, narrow, STEPS, false, true;
+                    sgemm_bi_scalar_bf16_rr Bf16, true, false, wide, STEPS, false, false;
+                    sgemm_bi_scalar_bf16_rr_n64 Bf16, true, false, narrow, STEPS, false, true;
+                    sgemm_bi_scalar_bf16_rc Bf16, true, true, wide, STEPS, false, true;
+                    sgemm_bi_scalar_bf16_rc_n64 Bf16, true, true, narrow, STEPS, false, true;
+                    sgemm_bi_scalar_bf16_cr Bf16, false, false, wide, STEPS, false, false;
+                    sgemm_bi_scalar_bf16_cr_n64 Bf16, false, false, narrow, STEPS, false, true;
+                    sgemm_bi_scalar_bf16_cc Bf16, false, true, wide, STEPS, false, false;
+                    sgemm_bi_scalar_bf16_cc_n64 Bf16, false, true, narrow, STEPS, false, true;
+                    sgemm_bi_scalar_f16_rr F16, true, false, wide, STEPS, false, false;
+                    sgemm_bi_scalar_f16_rr_n64 F16, true, false, narrow, STEPS, false, true;
+                    sgemm_bi_scalar_f16_rc F16, true, true, wide, STEPS, false, true;
+                    sgemm_bi_scalar_f16_rc_n64 F16, true, true, narrow, STEPS, false, true;
+                    sgemm_bi_scalar_f16_cr F16, false, false, wide, STEPS, false, false;
+                    sgemm_bi_scalar_f16_cr_n64 F16, false, false, narrow, STEPS, false, true;
+                    sgemm_bi_scalar_f16_cc F16, false, true, wide, STEPS, false, false;
+                    sgemm_bi_scalar_f16_cc_n64 F16, false, true, narrow, STEPS, false, true;
+                }
+                // `_m<rows>`: blocks of 4, 16, 32 or 64 rows (1, 4, 8 or 16 per warp); A is
+                // read along K, so only B's layout names an entry.
+                scalar_rows {
+                    sgemm_bi_scalar_rows_f32_r_m4 F32, false, 1;
+                    sgemm_bi_scalar_rows_f32_c_m4 F32, true, 1;
+                    sgemm_bi_scalar_rows_f32_r_m16 F32, false, 4;
+                    sgemm_bi_scalar_rows_f32_c_m16 F32, true, 4;
+                    sgemm_bi_scalar_rows_f32_r_m32 F32, false, 8;
+                    sgemm_bi_scalar_rows_f32_r_m64 F32, false, 16;
+                    sgemm_bi_scalar_rows_f32_c_m32 F32, true, 8;
+                    sgemm_bi_scalar_rows_f32_c_m64 F32, true, 16;
+                    sgemm_bi_scalar_rows_bf16_r_m4 Bf16, false, 1;
+                    sgemm_bi_scalar_rows_bf16_c_m4 Bf16, true, 1;
+                    sgemm_bi_scalar_rows_bf16_r_m16 Bf16, false, 4;
+                    sgemm_bi_scalar_rows_bf16_c_m16 Bf16, true, 4;
+                    sgemm_bi_scalar_rows_bf16_r_m32 Bf16, false, 8;
+                    sgemm_bi_scalar_rows_bf16_r_m64 Bf16, false, 16;
+                    sgemm_bi_scalar_rows_bf16_c_m32 Bf16, true, 8;
+                    sgemm_bi_scalar_rows_bf16_c_m64 Bf16, true, 16;
+                    sgemm_bi_scalar_rows_f16_r_m4 F16, false, 1;
+                    sgemm_bi_scalar_rows_f16_c_m4 F16, true, 1;
+                    sgemm_bi_scalar_rows_f16_r_m16 F16, false, 4;
+                    sgemm_bi_scalar_rows_f16_c_m16 F16, true, 4;
+                    sgemm_bi_scalar_rows_f16_r_m32 F16, false, 8;
+                    sgemm_bi_scalar_rows_f16_r_m64 F16, false, 16;
+                    sgemm_bi_scalar_rows_f16_c_m32 F16, true, 8;
+                    sgemm_bi_scalar_rows_f16_c_m64 F16, true, 16;
+                }
+                mma {
+                    sgemm_bi_tc_bf16_rr Bf16, true, false, true;
+                    sgemm_bi_tc_bf16_rc Bf16, true, true, true;
+                    sgemm_bi_tc_bf16_cr Bf16, false, false, true;
+                    sgemm_bi_tc_bf16_cc Bf16, false, true, true;
+                    sgemm_bi_tc_f16_rr F16, true, false, true;
+                    sgemm_bi_tc_f16_rc F16, true, true, true;
+                    sgemm_bi_tc_f16_cr F16, false, false, true;
+                    sgemm_bi_tc_f16_cc F16, false, true, true;
+                    sgemm_bi_tc_bf16_rr_unaligned Bf16, true, false, false;
+                    sgemm_bi_tc_bf16_rc_unaligned Bf16, true, true, false;
+                    sgemm_bi_tc_bf16_cr_unaligned Bf16, false, false, false;
+                    sgemm_bi_tc_bf16_cc_unaligned Bf16, false, true, false;
+                    sgemm_bi_tc_f16_rr_unaligned F16, true, false, false;
+                    sgemm_bi_tc_f16_rc_unaligned F16, true, true, false;
+                    sgemm_bi_tc_f16_cr_unaligned F16, false, false, false;
+                    sgemm_bi_tc_f16_cc_unaligned F16, false, true, false;
+                }
+            }
+            sm90a {
+                // The 128 × 128 scalar tiles with more k steps per loop trip, which ptxas fits
+                // in 128 registers only for sm_90 (`scalar::wide::STEPS_SM90`); the same
+                // chain as the sm80 entry of the name without `_sm90`. f32 copies its M- or
+                // N-contiguous operands by cp.async, which frees registers for a longer loop
+                // trip; the 16-bit types are converted on the way, so they cannot.
+                scalar_tiled {
+                    sgemm_bi_scalar_f32_rr_sm90 F32, true, false, wide, STEPS_SM90, true, true;
+                    sgemm_bi_scalar_f32_rc_sm90 F32, true, true, wide, STEPS_SM90, true, true;
+                    sgemm_bi_scalar_f32_cr_sm90 F32, false, false, wide, STEPS_SM90_F32_CR, true, false;
+                    sgemm_bi_scalar_f32_cc_sm90 F32, false, true, wide, STEPS_SM90, true, true;
+                    sgemm_bi_scalar_bf16_rr_sm90 Bf16, true, false, wide, STEPS_SM90, false, true;
+                    sgemm_bi_scalar_bf16_rc_sm90 Bf16, true, true, wide, STEPS_SM90, false, false;
+                    sgemm_bi_scalar_bf16_cr_sm90 Bf16, false, false, wide, STEPS_SM90, false, false;
+                    sgemm_bi_scalar_bf16_cc_sm90 Bf16, false, true, wide, STEPS_SM90, false, true;
+                    sgemm_bi_scalar_f16_rr_sm90 F16, true, false, wide, STEPS_SM90, false, true;
+                    sgemm_bi_scalar_f16_rc_sm90 F16, true, true, wide, STEPS_SM90, false, false;
+                    sgemm_bi_scalar_f16_cr_sm90 F16, false, false, wide, STEPS_SM90, false, false;
+                    sgemm_bi_scalar_f16_cc_sm90 F16, false, true, wide, STEPS_SM90, false, true;
+                }
+                hopper {
+                    sgemm_bi_hopper_bf16_rr_n256 Bf16, true, false, 128, 256, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n256 Bf16, true, true, 128, 256, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cr_n256 Bf16, false, false, 128, 256, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n256 Bf16, false, true, 128, 256, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rr_n256 F16, true, false, 128, 256, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n256 F16, true, true, 128, 256, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cr_n256 F16, false, false, 128, 256, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n256 F16, false, true, 128, 256, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rr_n192 Bf16, true, false, 128, 192, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n192 Bf16, true, true, 128, 192, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cr_n192 Bf16, false, false, 128, 192, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n192 Bf16, false, true, 128, 192, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rr_n192 F16, true, false, 128, 192, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n192 F16, true, true, 128, 192, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cr_n192 F16, false, false, 128, 192, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n192 F16, false, true, 128, 192, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rr_n128 Bf16, true, false, 128, 128, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n128 Bf16, true, true, 128, 128, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cr_n128 Bf16, false, false, 128, 128, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n128 Bf16, false, true, 128, 128, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rr_n128 F16, true, false, 128, 128, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n128 F16, true, true, 128, 128, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cr_n128 F16, false, false, 128, 128, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n128 F16, false, true, 128, 128, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rr_n64 Bf16, true, false, 128, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n64 Bf16, true, true, 128, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cr_n64 Bf16, false, false, 128, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n64 Bf16, false, true, 128, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rr_n64 F16, true, false, 128, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n64 F16, true, true, 128, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cr_n64 F16, false, false, 128, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n64 F16, false, true, 128, 64, 1, Cooperative;
+                    // Clusters of two blocks along M sharing each stage's B tile (multicast).
+                    sgemm_bi_hopper_bf16_rr_n256_x2 Bf16, true, false, 128, 256, 2, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n256_x2 Bf16, true, true, 128, 256, 2, Cooperative;
+                    sgemm_bi_hopper_bf16_cr_n256_x2 Bf16, false, false, 128, 256, 2, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n256_x2 Bf16, false, true, 128, 256, 2, Cooperative;
+                    sgemm_bi_hopper_f16_rr_n256_x2 F16, true, false, 128, 256, 2, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n256_x2 F16, true, true, 128, 256, 2, Cooperative;
+                    sgemm_bi_hopper_f16_cr_n256_x2 F16, false, false, 128, 256, 2, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n256_x2 F16, false, true, 128, 256, 2, Cooperative;
+                    // Small M (decode): tiles of 64 rows, and of 32, 16 and 8 for a
+                    // K-contiguous A.
+                    sgemm_bi_hopper_bf16_rr_n64_m64 Bf16, true, false, 64, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n64_m64 Bf16, true, true, 64, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cr_n64_m64 Bf16, false, false, 64, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n64_m64 Bf16, false, true, 64, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rr_n64_m64 F16, true, false, 64, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n64_m64 F16, true, true, 64, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cr_n64_m64 F16, false, false, 64, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n64_m64 F16, false, true, 64, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rr_n64_m32 Bf16, true, false, 32, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n64_m32 Bf16, true, true, 32, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rr_n64_m32 F16, true, false, 32, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n64_m32 F16, true, true, 32, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rr_n64_m16 Bf16, true, false, 16, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n64_m16 Bf16, true, true, 16, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rr_n64_m16 F16, true, false, 16, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n64_m16 F16, true, true, 16, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rr_n64_m8 Bf16, true, false, 8, 64, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n64_m8 Bf16, true, true, 8, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rr_n64_m8 F16, true, false, 8, 64, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n64_m8 F16, true, true, 8, 64, 1, Cooperative;
+                    // Ping-pong consumers (`hopper::pingpong`): (128, 128) tiles, one per
+                    // consumer warpgroup.
+                    sgemm_bi_hopper_bf16_rr_n128_pp Bf16, true, false, 128, 128, 1, PingPong;
+                    sgemm_bi_hopper_bf16_rc_n128_pp Bf16, true, true, 128, 128, 1, PingPong;
+                    sgemm_bi_hopper_bf16_cr_n128_pp Bf16, false, false, 128, 128, 1, PingPong;
+                    sgemm_bi_hopper_bf16_cc_n128_pp Bf16, false, true, 128, 128, 1, PingPong;
+                    sgemm_bi_hopper_f16_rr_n128_pp F16, true, false, 128, 128, 1, PingPong;
+                    sgemm_bi_hopper_f16_rc_n128_pp F16, true, true, 128, 128, 1, PingPong;
+                    sgemm_bi_hopper_f16_cr_n128_pp F16, false, false, 128, 128, 1, PingPong;
+                    sgemm_bi_hopper_f16_cc_n128_pp F16, false, true, 128, 128, 1, PingPong;
+                    sgemm_bi_hopper_bf16_rr_n128_pp_x2 Bf16, true, false, 128, 128, 2, PingPong;
+                    sgemm_bi_hopper_bf16_rc_n128_pp_x2 Bf16, true, true, 128, 128, 2, PingPong;
+                    sgemm_bi_hopper_bf16_cr_n128_pp_x2 Bf16, false, false, 128, 128, 2, PingPong;
+                    sgemm_bi_hopper_bf16_cc_n128_pp_x2 Bf16, false, true, 128, 128, 2, PingPong;
+                    sgemm_bi_hopper_f16_rr_n128_pp_x2 F16, true, false, 128, 128, 2, PingPong;
+                    sgemm_bi_hopper_f16_rc_n128_pp_x2 F16, true, true, 128, 128, 2, PingPong;
+                    sgemm_bi_hopper_f16_cr_n128_pp_x2 F16, false, false, 128, 128, 2, PingPong;
+                    sgemm_bi_hopper_f16_cc_n128_pp_x2 F16, false, true, 128, 128, 2, PingPong;
+                }
+            }
+        }
+    };
+}
+
+/// The callback that turns the list into [`KERNELS`].
+macro_rules! spec_table {
+    ($($module:ident { $($family:ident { $($entry:tt)* })* })*) => {
+        /// Every entry point of every module, in the catalogue's order.
+        pub const KERNELS: &[KernelSpec] = &{
+            let mut all = [KernelSpec {
+                name: "",
+                kind: Kind {
+                    module: Module::Sm80,
+                    element: Element::F32,
+                    a_k_contiguous: false,
+                    b_k_contiguous: false,
+                    family: Family::Mma { cp_async: false },
+                },
+            }; 0 $($($(+ spec_table!(@count $family $entry))*)*)*];
+            let mut i = 0;
+            $($(spec_table!(@specs all, i, $module, $family $($entry)*);)*)*
+            let _ = i;
+            all
+        };
+    };
+    // One `;`-terminated line counts one: its last token.
+    (@count $family:ident ;) => { 1 };
+    (@count $family:ident $other:tt) => { 0 };
+    (@specs $all:ident, $i:ident, $module:ident, scalar_tiled
+        $($name:ident $elem:ident, $a:literal, $b:literal, $tile:ident, $steps:ident, $cp:literal, $cu:literal;)*) => {
+        $(spec_table!(@one $all, $i, $name, $module, $elem, $a, $b,
+            Family::ScalarTiled { tile: spec_table!(@tile $tile) });)*
+    };
+    (@specs $all:ident, $i:ident, $module:ident, scalar_rows
+        $($name:ident $elem:ident, $b:literal, $tm:literal;)*) => {
+        $(spec_table!(@one $all, $i, $name, $module, $elem, true, $b,
+            Family::ScalarRows { rows_per_warp: $tm });)*
+    };
+    (@specs $all:ident, $i:ident, $module:ident, mma
+        $($name:ident $elem:ident, $a:literal, $b:literal, $cp:literal;)*) => {
+        $(spec_table!(@one $all, $i, $name, $module, $elem, $a, $b,
+            Family::Mma { cp_async: $cp });)*
+    };
+    (@specs $all:ident, $i:ident, $module:ident, hopper
+        $($name:ident $elem:ident, $a:literal, $b:literal, $bm:literal, $bn:literal, $c:literal, $s:ident;)*) => {
+        $(spec_table!(@one $all, $i, $name, $module, $elem, $a, $b,
+            Family::Hopper { bm: $bm, bn: $bn, cluster: $c, schedule: Schedule::$s });)*
+    };
+    (@tile wide) => { ScalarTile::Wide };
+    (@tile narrow) => { ScalarTile::Narrow };
+    (@module sm80) => { Module::Sm80 };
+    (@module sm90a) => { Module::Sm90a };
+    (@one $all:ident, $i:ident, $name:ident, $module:ident, $elem:ident, $a:expr, $b:expr, $family:expr) => {
+        $all[$i] = KernelSpec {
+            name: stringify!($name),
+            kind: Kind {
+                module: spec_table!(@module $module),
+                element: Element::$elem,
+                a_k_contiguous: $a,
+                b_k_contiguous: $b,
+                family: $family,
+            },
+        };
+        $i += 1;
+    };
+}
+
+kernel_catalogue!(spec_table);
+
+const _: () = {
+    // Names and kinds are unique: each key finds its own entry.
+    let mut i = 0;
+    while i < KERNELS.len() {
+        let spec = &KERNELS[i];
+        assert!(
+            matches!(find(&spec.kind), Some(j) if j == i),
+            "two catalogue entries of one kind"
+        );
+        let mut j = 0;
+        while j < i {
+            assert!(
+                !str_eq(KERNELS[j].name, spec.name),
+                "two catalogue entries of one name"
+            );
+            j += 1;
+        }
+        if let Family::Hopper { bm, .. } = spec.kind.family {
+            assert!(
+                hopper::threads(bm) <= spec.launch_bounds().max_threads,
+                "a block fits its launch bound"
+            );
+        }
+        i += 1;
+    }
+};
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
