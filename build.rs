@@ -24,7 +24,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sgemm_bi_abi::catalogue::{KernelSpec, ParamKind, KERNELS};
+use sgemm_bi_abi::catalogue::{KernelSpec, KERNELS};
 
 const TOOLCHAIN: &str = "nightly-2026-05-20";
 const TARGET: &str = "nvptx64-nvidia-cuda";
@@ -578,7 +578,7 @@ fn postprocess(raw: &str, m: &Module) -> String {
         }
         // The driver needs tensor maps 64-byte aligned; rustc declares at most `.align 16`.
         if let (Some(spec), Some(rest)) = (entry, trimmed.strip_prefix(".param .align 16 .b8 ")) {
-            if spec.param() == ParamKind::Hopper
+            if spec.param().holds_tensor_maps()
                 && rest.starts_with(&format!("{}_param_", spec.name))
             {
                 out.push_str(&format!("\t.param .align 64 .b8 {rest}\n"));

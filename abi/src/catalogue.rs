@@ -66,6 +66,15 @@ pub enum ParamKind {
     /// [`crate::params::HopperParams`] (tensor maps first; its PTX parameter is declared
     /// `.align 64`, as the driver needs).
     Hopper,
+    /// [`crate::params::GroupedHopperParams`] (a `HopperParams` first, so also `.align 64`).
+    GroupedHopper,
+}
+
+impl ParamKind {
+    /// Whether the parameter starts with tensor maps, which the driver needs 64-byte aligned.
+    pub const fn holds_tensor_maps(self) -> bool {
+        matches!(self, ParamKind::Hopper | ParamKind::GroupedHopper)
+    }
 }
 
 /// The two tile widths of the scalar kernels ([`scalar::wide`], [`scalar::narrow`]).
@@ -115,6 +124,9 @@ pub enum Family {
         cluster: u32,
         schedule: Schedule,
     },
+    /// The Hopper kernels' grouped form (`hopper::grouped`): (BM, bn) tiles of each group's
+    /// rows, cooperative consumers, no clusters, the group ends read on the device.
+    HopperGrouped { bn: u32 },
 }
 
 /// `.maxntid` and `.minnctapersm` of an entry: what rustc cannot say in Rust source, and
@@ -145,7 +157,9 @@ impl Family {
             Family::ScalarRows { .. } => (scalar::rows::THREADS, 2),
             Family::ScalarTiled { .. } => (scalar::THREADS, 2),
             Family::Mma { .. } => (tensor::THREADS, 2),
-            Family::Hopper { .. } => (hopper::threads(hopper::BM), 1),
+            Family::Hopper { .. } | Family::HopperGrouped { .. } => {
+                (hopper::threads(hopper::BM), 1)
+            }
         };
         LaunchBounds {
             max_threads,
@@ -157,6 +171,7 @@ impl Family {
     pub const fn param(self) -> ParamKind {
         match self {
             Family::Hopper { .. } => ParamKind::Hopper,
+            Family::HopperGrouped { .. } => ParamKind::GroupedHopper,
             _ => ParamKind::Gemm,
         }
     }
@@ -175,6 +190,7 @@ impl Family {
             }
             Family::Mma { .. } => (tensor::BM, tensor::BN),
             Family::Hopper { bm, bn, .. } => (bm, bn),
+            Family::HopperGrouped { bn } => (hopper::BM, bn),
         }
     }
 
@@ -182,6 +198,7 @@ impl Family {
     pub const fn threads(self) -> u32 {
         match self {
             Family::Hopper { bm, .. } => hopper::threads(bm),
+            Family::HopperGrouped { .. } => hopper::threads(hopper::BM),
             _ => self.launch_bounds().max_threads,
         }
     }
@@ -199,7 +216,7 @@ impl Family {
                 scalar::rows::smem_bytes(rows_per_warp, element.bytes())
             }
             Family::Mma { .. } => tensor::SMEM_BYTES,
-            Family::Hopper { .. } => hopper::SMEM_BYTES,
+            Family::Hopper { .. } | Family::HopperGrouped { .. } => hopper::SMEM_BYTES,
         }
     }
 
@@ -226,6 +243,7 @@ impl Family {
                     schedule: schedule2,
                 },
             ) => bm == bm2 && bn == bn2 && cluster == cluster2 && schedule as u8 == schedule2 as u8,
+            (Family::HopperGrouped { bn }, Family::HopperGrouped { bn: bn2 }) => bn == bn2,
             _ => false,
         }
     }
@@ -299,7 +317,9 @@ pub const fn find(kind: &Kind) -> Option<usize> {
 /// - `scalar_rows`: name, element, B K-contiguous, rows per warp;
 /// - `mma`: name, element, A K-contiguous, B K-contiguous, 16-byte `cp.async` loads;
 /// - `hopper`: name, element, A K-contiguous, B K-contiguous, BM, BN, cluster size,
-///   schedule (`Cooperative` or `PingPong`).
+///   schedule (`Cooperative` or `PingPong`);
+/// - `hopper_grouped`: name, element, B K-contiguous, BN (A is K-contiguous: the tokens'
+///   rows).
 ///
 /// Those of the tiled scalar entries' columns that only the device code uses (steps,
 /// `cp.async`, cursors) are per entry because ptxas decides them: `tests/ptx_vendored.rs`
@@ -491,6 +511,20 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_f16_cr_n128_pp_x2 F16, false, false, 128, 128, 2, PingPong;
                     sgemm_bi_hopper_f16_cc_n128_pp_x2 F16, false, true, 128, 128, 2, PingPong;
                 }
+                // Grouped (Mixture-of-Experts): the tokens' rows (A, K-contiguous) split into
+                // groups by ends read on the device, each group times its own B. `_r`/`_c`:
+                // B row- or column-major (torch's expert weights [G, N, K] read as B are
+                // column-major).
+                hopper_grouped {
+                    sgemm_bi_hopper_grouped_bf16_r_n128 Bf16, false, 128;
+                    sgemm_bi_hopper_grouped_bf16_c_n128 Bf16, true, 128;
+                    sgemm_bi_hopper_grouped_bf16_r_n256 Bf16, false, 256;
+                    sgemm_bi_hopper_grouped_bf16_c_n256 Bf16, true, 256;
+                    sgemm_bi_hopper_grouped_f16_r_n128 F16, false, 128;
+                    sgemm_bi_hopper_grouped_f16_c_n128 F16, true, 128;
+                    sgemm_bi_hopper_grouped_f16_r_n256 F16, false, 256;
+                    sgemm_bi_hopper_grouped_f16_c_n256 F16, true, 256;
+                }
             }
         }
     };
@@ -539,6 +573,11 @@ macro_rules! spec_table {
         $($name:ident $elem:ident, $a:literal, $b:literal, $bm:literal, $bn:literal, $c:literal, $s:ident;)*) => {
         $(spec_table!(@one $all, $i, $name, $module, $elem, $a, $b,
             Family::Hopper { bm: $bm, bn: $bn, cluster: $c, schedule: Schedule::$s });)*
+    };
+    (@specs $all:ident, $i:ident, $module:ident, hopper_grouped
+        $($name:ident $elem:ident, $b:literal, $bn:literal;)*) => {
+        $(spec_table!(@one $all, $i, $name, $module, $elem, true, $b,
+            Family::HopperGrouped { bn: $bn });)*
     };
     (@tile wide) => { ScalarTile::Wide };
     (@tile narrow) => { ScalarTile::Narrow };

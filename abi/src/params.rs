@@ -71,3 +71,17 @@ pub struct HopperParams {
     pub map_c: TensorMap,
     pub gemm: GemmParams,
 }
+
+/// Parameters of the grouped Hopper kernels (torch's 2-D × 3-D `grouped_mm`): `base` is the
+/// Hopper call over every group (`gemm.batch` groups, `gemm.m` the rows of all of them, A and
+/// C shared, B one batch entry per group, the bias N per group; `map_c` unused), and
+/// `group_ends` the device address of the groups' `i32` cumulative row ends, which the
+/// kernel reads (so the host never waits for them).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug)]
+pub struct GroupedHopperParams {
+    pub base: HopperParams,
+    pub group_ends: u64,
+    /// Zero.
+    pub reserved: u64,
+}

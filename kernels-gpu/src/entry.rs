@@ -7,7 +7,8 @@
 //! alignment). The sm90a module has
 //! `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_x2|_m<BM>]` (ping-pong
 //! consumers, `hopper::pingpong`; clusters of two; tiles of BM < 128 rows), and
-//! `sgemm_bi_scalar_<dtype>_<A layout><B layout>_sm90`: the 128 × 128 scalar tiles with more
+//! `sgemm_bi_hopper_grouped_<dtype>_<B layout>_n<BN>` (the grouped form, `hopper::grouped`),
+//! and `sgemm_bi_scalar_<dtype>_<A layout><B layout>_sm90`: the 128 × 128 scalar tiles with more
 //! k steps per loop trip, which ptxas fits in 128 registers only for sm_90
 //! (`scalar::config::wide`).
 
@@ -35,7 +36,7 @@ macro_rules! define_entries {
             #[allow(unused_imports)]
             use crate::element::{Bf16, F16, F32};
             use crate::hopper::{self, pingpong::PingPong, Cooperative};
-            use crate::params::{GemmParams, HopperParams};
+            use crate::params::{GemmParams, GroupedHopperParams, HopperParams};
             use crate::scalar;
 
             $(define_entries!(@$f90 $($e90)*);)*
@@ -106,6 +107,25 @@ macro_rules! define_entries {
             // SAFETY: forwarded launch contract.
             unsafe {
                 hopper::gemm::<$elem, $a, $b, $bn, $bm, $c, $s>(&p.gemm, [map_a, map_b, map_c])
+            }
+        }
+    )*};
+
+    (@hopper_grouped $($name:ident $elem:ident, $b:literal, $bn:literal;)*) => {$(
+        /// Grouped Hopper tensor-core GEMM entry point (see `hopper::grouped`).
+        ///
+        /// # Safety
+        /// Launched by the host with a validated `GroupedHopperParams` (tensor maps of A and
+        /// B built for these layouts and this tile, the group ends in device memory),
+        /// `hopper::config::threads(BM)` threads and `hopper::config::SMEM_BYTES` of dynamic
+        /// shared memory.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: GroupedHopperParams) {
+            let map_a = crate::kernel_param_generic_address!($name, 0);
+            let map_b = crate::kernel_param_generic_address!($name, 128);
+            // SAFETY: forwarded launch contract.
+            unsafe {
+                hopper::grouped::gemm::<$elem, $b, $bn>(&p.base.gemm, p.group_ends, [map_a, map_b])
             }
         }
     )*};

@@ -31,26 +31,26 @@ pub struct Stages<const BN: u32, const BM: u32> {
 }
 
 impl<const BN: u32, const BM: u32> Stages<BN, BM> {
-    const COUNT: u32 = stages(BN, BM);
+    pub(super) const COUNT: u32 = stages(BN, BM);
 
     #[inline(always)]
     pub fn new(base: u32) -> Self {
         Stages { base }
     }
     #[inline(always)]
-    fn a(&self, s: u32) -> u32 {
+    pub(super) fn a(&self, s: u32) -> u32 {
         self.base + s * stage_bytes(BN, BM)
     }
     #[inline(always)]
-    fn b(&self, s: u32) -> u32 {
+    pub(super) fn b(&self, s: u32) -> u32 {
         self.a(s) + a_bytes(BM)
     }
     #[inline(always)]
-    fn full(&self, s: u32) -> u32 {
+    pub(super) fn full(&self, s: u32) -> u32 {
         self.base + STAGE_AREA + EPILOGUE_AREA + 8 * s
     }
     #[inline(always)]
-    fn empty(&self, s: u32) -> u32 {
+    pub(super) fn empty(&self, s: u32) -> u32 {
         self.base + STAGE_AREA + EPILOGUE_AREA + 8 * MAX_STAGES + 8 * s
     }
 
@@ -84,7 +84,7 @@ impl<const BN: u32, const BM: u32> Stages<BN, BM> {
 
     /// Waits for the phase of parity `parity` of barrier `bar`.
     #[inline(always)]
-    unsafe fn wait(bar: u32, parity: u32) {
+    pub(super) unsafe fn wait(bar: u32, parity: u32) {
         // SAFETY: forwarded contract (an initialised barrier).
         while !unsafe { mbarrier_try_wait_parity(bar, parity) } {}
     }
@@ -99,7 +99,7 @@ pub(super) fn k_tiles(p: &GemmParams) -> u32 {
 /// The batch coordinate of an operand in its tensor map: 0 when the operand is shared by
 /// every batch entry (stride 0; the map's batch extent is then 1).
 #[inline(always)]
-fn batch_coord(stride: u64, batch: u64) -> i32 {
+pub(super) fn batch_coord(stride: u64, batch: u64) -> i32 {
     if stride == 0 {
         0
     } else {

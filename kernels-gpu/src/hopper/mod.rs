@@ -31,6 +31,7 @@
 
 pub use sgemm_bi_abi::hopper as config;
 pub mod epilogue;
+pub mod grouped;
 pub mod mainloop;
 pub mod pingpong;
 pub mod walk;

@@ -1,0 +1,360 @@
+//! The grouped form of the Hopper kernel (Mixture-of-Experts; torch's 2-D × 3-D
+//! `grouped_mm`): the rows of A (the tokens) are split into groups by cumulative ends that
+//! the kernel reads from device memory, and group g's rows are multiplied by batch entry g
+//! of B. The host never reads the ends, so a call does not wait for the work that wrote
+//! them and can be captured in a CUDA graph.
+//!
+//! **The bits are the dense kernel's.** Each tile runs the same [`mainloop::consume`] as
+//! [`super::gemm`], so each output element is the same chain over K; a tile of a group
+//! starts at a row of that group and its A box may reach past the group's end into the next
+//! group's rows (or past the last row, zero-filled). Those rows only feed accumulator rows
+//! that are never stored (an MMA's output row depends on its own row of A alone), so a
+//! row's bits are those of the dense call of its group: they depend neither on the other
+//! groups' sizes nor on where the group starts.
+//!
+//! What differs from [`super::gemm`]:
+//! - the tiles ([`Groups`]): each group's rows in tiles of BM, numbered group after group,
+//!   (tile row, tile column) inside a group in the shared order (`crate::schedule`); a block
+//!   takes tiles b, b + grid, … and follows the groups with a cursor, reading each group's
+//!   end once;
+//! - the store: straight from registers, each pair of columns of a row that lies before its
+//!   group's end (the copy engine's stores clip at C's edges only, and would write a tile's
+//!   rows past the group's end over the next group's);
+//! - the bias: N values per group.
+//!
+//! Ends that are not non-decreasing or lie past the rows are clamped (a decreasing end makes
+//! an empty group; an end past the last row is the last row), so wrong ends never make the
+//! kernel read or write outside the buffers the host validated. The host checks ends it can
+//! see; these it cannot.
+
+use super::config::{BM, BOX_BYTES, CONSUMER_REGS, PRODUCER_REGS, SWIZZLE_ELEMS, WG_M};
+use super::mainloop::{self, batch_coord, k_tiles, Stages};
+use super::Schedule as _;
+use crate::arch::global::{st_global_b32, st_global_v2_b32};
+use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
+use crate::arch::shared::dyn_smem_base;
+use crate::arch::sync::{
+    bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec, setmaxnreg_inc,
+};
+use crate::arch::tma::{cp_async_bulk_tensor_3d, prefetch_tensormap};
+use crate::element::WgmmaElement;
+use crate::finish::{bias_at, finished_16, finished_f32};
+use crate::params::{GemmParams, BIAS_F32, BIAS_NONE, OUT_BF16, OUT_F32};
+use crate::schedule::tile_at;
+use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
+
+/// One tile of one group.
+pub struct GroupTile {
+    pub group: u64,
+    /// The tile's first row (of all the rows) and first column.
+    pub m0: u64,
+    pub n0: u64,
+    /// The group's end: rows from here on are not the group's.
+    pub end: u64,
+}
+
+/// The tiles of one block, group after group (see the module docs).
+pub struct Groups<const BN: u32> {
+    /// The call's parameters with `tiles_m` the current group's tile rows.
+    sched: GemmParams,
+    ends: *const i32,
+    /// This block's next tile, counted over all groups, and the stride to its next.
+    next: u64,
+    step: u64,
+    group: u64,
+    start: u64,
+    end: u64,
+    /// Tiles of the groups before `group`, and of `group`.
+    before: u64,
+    tiles: u64,
+}
+
+impl<const BN: u32> Groups<BN> {
+    /// # Safety
+    /// `ends` is the device address of `p.batch` (≥ 1) `i32`s; `p.tiles_n` ≥ 1.
+    #[inline(always)]
+    pub unsafe fn new(p: &GemmParams, ends: u64) -> Self {
+        let mut groups = Groups {
+            sched: *p,
+            ends: ends as *const i32,
+            next: _block_idx_x() as u64,
+            step: _grid_dim_x() as u64,
+            group: 0,
+            start: 0,
+            end: 0,
+            before: 0,
+            tiles: 0,
+        };
+        // SAFETY: group 0 exists (forwarded contract).
+        unsafe { groups.enter() };
+        groups
+    }
+
+    /// Reads the end of `self.group` (clamped to `start..=rows`) and counts its tiles.
+    ///
+    /// # Safety
+    /// `self.group` < `p.batch`.
+    #[inline(always)]
+    unsafe fn enter(&mut self) {
+        // SAFETY: inside the `batch` ends (forwarded contract).
+        let raw = unsafe { *self.ends.add(self.group as usize) } as i64;
+        let end = if raw < self.start as i64 {
+            self.start
+        } else if raw as u64 > self.sched.m {
+            self.sched.m
+        } else {
+            raw as u64
+        };
+        self.end = end;
+        self.sched.tiles_m = (end - self.start).div_ceil(BM as u64);
+        self.tiles = self.sched.tiles_m * self.sched.tiles_n;
+    }
+
+    /// This block's next tile, or `None` when it has none left.
+    ///
+    /// # Safety
+    /// As for [`Self::new`].
+    #[inline(always)]
+    pub unsafe fn next(&mut self) -> Option<GroupTile> {
+        while self.next >= self.before + self.tiles {
+            if self.group + 1 >= self.sched.batch {
+                return None;
+            }
+            self.group += 1;
+            self.before += self.tiles;
+            self.start = self.end;
+            // SAFETY: `group` < batch (tested above).
+            unsafe { self.enter() };
+        }
+        // A tile of this group (`tiles` > 0 here), batch entry 0 of the group's own order.
+        let t = tile_at(&self.sched, self.next - self.before, BM as u64, BN as u64);
+        self.next += self.step;
+        Some(GroupTile {
+            group: self.group,
+            m0: self.start + t.m0,
+            n0: t.n0,
+            end: self.end,
+        })
+    }
+}
+
+/// The grouped kernel: (BM, BN) tiles, two consumer warpgroups sharing each tile (the
+/// cooperative schedule), no clusters; A is K-contiguous (the tokens' rows), B K-contiguous
+/// when `B_K`.
+///
+/// # Safety
+/// `p` describes the whole call (`p.m` the rows of every group, `p.batch` ≥ 1 groups, B
+/// `p.batch` entries, the bias N per group, C written from registers in an overwrite mode)
+/// on buffers valid for the spans the host validated, with N even and C's address and
+/// leading dimension whole pairs of elements; `ends` is the device address of `p.batch`
+/// `i32`s; `maps` are the generic addresses of the tensor maps of A (batch extent 1) and B
+/// (`host/src/cuda/grouped.rs`); the block has `config::threads(BM)` threads and
+/// `config::SMEM_BYTES` of dynamic shared memory.
+#[inline(always)]
+pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32>(
+    p: &GemmParams,
+    ends: u64,
+    maps: [u64; 2],
+) {
+    let [map_a, map_b] = maps;
+    let tid = _thread_idx_x() as u32;
+    let wg = tid / 128;
+    let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
+    if tid == 0 {
+        // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
+        unsafe { st.init(1, super::Cooperative::readers(BM)) };
+    }
+    bar_sync();
+    // As in `super::gemm` (a no-op unless launched as a programmatic dependent).
+    griddepcontrol_wait();
+    griddepcontrol_launch_dependents();
+    if wg == 0 {
+        setmaxnreg_dec::<PRODUCER_REGS>();
+        if tid == 0 {
+            // SAFETY: forwarded contract.
+            unsafe {
+                prefetch_tensormap(map_a);
+                prefetch_tensormap(map_b);
+                produce::<B_K, BN>(p, ends, &st, map_a, map_b);
+            }
+        }
+    } else {
+        setmaxnreg_inc::<CONSUMER_REGS>();
+        // The store's width, decided once (whole consumer loops per width, as in `super`).
+        // SAFETY (both arms): forwarded contract; this thread is a consumer's.
+        unsafe {
+            if p.out_mode == OUT_F32 {
+                consume_tiles::<E, B_K, BN, true>(p, ends, &st, tid)
+            } else {
+                consume_tiles::<E, B_K, BN, false>(p, ends, &st, tid)
+            }
+        }
+    }
+}
+
+/// The producer: one thread copying, for each tile of this block, every K tile of its A rows
+/// and of its group's B, in the order the consumers read them.
+///
+/// # Safety
+/// One thread of the block, the barriers initialised; as for [`gemm`].
+#[inline(always)]
+unsafe fn produce<const B_K: bool, const BN: u32>(
+    p: &GemmParams,
+    ends: u64,
+    st: &Stages<BN, BM>,
+    map_a: u64,
+    map_b: u64,
+) {
+    let kt_count = k_tiles(p);
+    let mut it = 0u32;
+    // SAFETY: forwarded contract.
+    let mut tiles = unsafe { Groups::<BN>::new(p, ends) };
+    // SAFETY: as above.
+    while let Some(t) = unsafe { tiles.next() } {
+        let bb = batch_coord(p.batch_stride_b, t.group);
+        let (m0, n0) = (t.m0 as i32, t.n0 as i32);
+        for kt in 0..kt_count {
+            let s = it % Stages::<BN, BM>::COUNT;
+            let parity = (it / Stages::<BN, BM>::COUNT) & 1;
+            let full = st.full(s);
+            let k0 = (kt * super::config::BK) as i32;
+            // SAFETY (all): initialised barriers; stage s is free once its `empty` phase
+            // completed; the maps are valid (forwarded contract).
+            unsafe {
+                Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
+                mbarrier_arrive_expect_tx(full, super::config::stage_bytes(BN, BM));
+                cp_async_bulk_tensor_3d(st.a(s), map_a, k0, m0, 0, full);
+                if B_K {
+                    cp_async_bulk_tensor_3d(st.b(s), map_b, k0, n0, bb, full);
+                } else {
+                    for i in 0..BN / SWIZZLE_ELEMS {
+                        let n = n0 + (i * SWIZZLE_ELEMS) as i32;
+                        cp_async_bulk_tensor_3d(st.b(s) + i * BOX_BYTES, map_b, n, k0, bb, full);
+                    }
+                }
+            }
+            it += 1;
+        }
+    }
+}
+
+/// A consumer warpgroup's whole life: for each tile of this block, the chain over K of its
+/// 64 rows, then their store (f32 when `WIDE`, else 16 bits).
+///
+/// # Safety
+/// As for [`gemm`]; every thread of consumer warpgroup `tid / 128` (≥ 1) calls it together.
+#[inline(always)]
+unsafe fn consume_tiles<E: WgmmaElement, const B_K: bool, const BN: u32, const WIDE: bool>(
+    p: &GemmParams,
+    ends: u64,
+    st: &Stages<BN, BM>,
+    tid: u32,
+) {
+    let (wg, wtid) = (tid / 128 - 1, tid % 128);
+    let mut it = 0u32;
+    // SAFETY: forwarded contract.
+    let mut tiles = unsafe { Groups::<BN>::new(p, ends) };
+    // SAFETY: as above.
+    while let Some(t) = unsafe { tiles.next() } {
+        // A warpgroup whose 64 rows all lie past the group's end computes nothing.
+        let active = t.m0 + u64::from(wg * WG_M) < t.end;
+        // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
+        let acc = unsafe {
+            if active {
+                mainloop::consume::<E, true, B_K, BN, BM, true, 1, false>(
+                    p,
+                    st,
+                    wg,
+                    wtid,
+                    &mut it,
+                    || {},
+                )
+            } else {
+                mainloop::consume::<E, true, B_K, BN, BM, false, 1, false>(
+                    p,
+                    st,
+                    wg,
+                    wtid,
+                    &mut it,
+                    || {},
+                )
+            }
+        };
+        if active {
+            // A uniform branch: the common case carries no bias code.
+            // SAFETY (both arms): forwarded contract.
+            unsafe {
+                if p.bias_dtype != BIAS_NONE {
+                    store::<BN, WIDE, true>(p, &t, wg, wtid, &acc)
+                } else {
+                    store::<BN, WIDE, false>(p, &t, wg, wtid, &acc)
+                }
+            }
+        }
+    }
+}
+
+/// Finishes the 64 rows `part · WG_M ..` of tile `t` held in `acc` (thread `tid`'s fragment:
+/// `acc[4j + 2h + e]` is row `16 (tid / 32) + 8h + (tid % 32) / 4`, column
+/// `8j + 2 (tid % 4) + e`) with the shared end of the chain (`crate::finish`: bias, NaN,
+/// rounding) and stores each pair of a row before the group's end and of a column before N.
+///
+/// # Safety
+/// As for [`gemm`]; `HAS_BIAS` says whether the launch has a bias.
+#[inline(always)]
+unsafe fn store<const BN: u32, const WIDE: bool, const HAS_BIAS: bool>(
+    p: &GemmParams,
+    t: &GroupTile,
+    part: u32,
+    tid: u32,
+    acc: &[f32; 128],
+) {
+    let elem: u64 = if WIDE { 4 } else { 2 };
+    let bf16 = p.out_mode == OUT_BF16;
+    let (warp, lane) = (tid / 32, tid % 32);
+    let col0 = t.n0 + ((lane % 4) * 2) as u64;
+    let r0 = warp * 16 + lane / 4;
+    // The group's N bias values.
+    let bias_elem: u64 = if p.bias_dtype == BIAS_F32 { 4 } else { 2 };
+    let biased = GemmParams {
+        bias: p.bias + t.group * p.n * bias_elem,
+        ..*p
+    };
+    let rows = [0u32, 8].map(|dr| {
+        let i = t.m0 + (part * WG_M + r0 + dr) as u64;
+        (p.c + elem * (i * p.ldc + col0), i < t.end)
+    });
+    unroll8!(q => {
+        unroll4!(jl => {
+            let j = 4 * q + jl;
+            let col = col0 + 8 * j as u64;
+            if j < (BN / 8) as usize && col < p.n {
+                let bias = if HAS_BIAS {
+                    // SAFETY: col + 1 < N (N even, col even): inside the group's N values.
+                    Some(unsafe { [bias_at(&biased, col), bias_at(&biased, col + 1)] })
+                } else {
+                    None
+                };
+                unroll2!(h => {
+                    let (at, stored) = rows[h];
+                    if stored {
+                        let mut v = [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]];
+                        if let Some(b) = bias {
+                            v = [v[0] + b[0], v[1] + b[1]];
+                        }
+                        let at = at + elem * 8 * j as u64;
+                        // SAFETY: the pair is inside C (row before the group's end, which is
+                        // at most M; column pair before N) and aligned (forwarded contract).
+                        unsafe {
+                            if WIDE {
+                                st_global_v2_b32(at, v.map(finished_f32));
+                            } else {
+                                st_global_b32(at, finished_16(v, bf16));
+                            }
+                        }
+                    }
+                });
+            }
+        });
+    });
+}
