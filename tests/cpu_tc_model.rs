@@ -22,7 +22,7 @@ use sgemm_bi::{
     Output, OutputMode, Tier,
 };
 
-const CANONICAL_NAN_F32: u32 = 0x7FFF_FFFF;
+use sgemm_bi::numeric::CANONICAL_NAN_F32;
 
 fn cpu() -> Engine {
     Engine::new(Device::Cpu).expect("the CPU engine always exists")

@@ -16,6 +16,7 @@
 #![no_std]
 
 pub mod hopper;
+pub mod numeric;
 pub mod params;
 pub mod scalar;
 pub mod tensor;

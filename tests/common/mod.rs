@@ -20,8 +20,8 @@ use sgemm_bi::{
     Tier,
 };
 
-pub const CANONICAL_NAN_F32: u32 = 0x7FFF_FFFF;
-pub const CANONICAL_NAN_16: u16 = 0x7FFF;
+/// The canonical NaNs of the contract (defined once, in the crate the kernels share).
+pub use sgemm_bi::numeric::{CANONICAL_NAN_16, CANONICAL_NAN_F32};
 /// What unwritten f32 output elements hold: a NaN whose payload no computation produces.
 pub const SENTINEL_F32: u32 = 0x7FA5_5A5A;
 /// What unwritten 16-bit output elements hold (a NaN for both bf16 and f16, not canonical).
