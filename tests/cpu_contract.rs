@@ -1,5 +1,7 @@
-//! The scalar tier's bit contract (ARCHITECTURE.md C1, C2, C3, C5) on the CPU engine,
-//! checked bit for bit against the independent reference in `common`.
+//! The scalar tier's bit contract (ARCHITECTURE.md C3, C5) on the CPU engine, checked bit
+//! for bit against the independent reference in `common`. The contracts every backend
+//! shares (C1 run-to-run, C2 invariance by slicing rows, columns and batch entries) are in
+//! `tests/contract.rs`, run there for this engine as `cpu_scalar`.
 //!
 //! Every check compares whole C buffers, including the elements a call must not write
 //! (ldc padding, gaps between batch entries, a guard after the span), which hold a NaN
@@ -211,44 +213,6 @@ fn batched_with_strides_and_broadcast_b() {
     }
 }
 
-/// Entry b of a batched call has the bits of the unbatched call on entry b's sub-buffers
-/// (invariance to the batch count, C2).
-#[test]
-fn batch_entries_equal_unbatched_calls() {
-    let engine = cpu();
-    let mut rng = Rng::new(6);
-    for dtype in DTYPES {
-        let mut s = Shape::new(45, 38, 70, dtype);
-        s.batch = 5;
-        s.la = Layout::ColMajor;
-        s.gap = (1, 2, 3);
-        s.bias = Some(DType::F32);
-        let case = Case::build(&s, &mut rng);
-        let all = case.run(&engine);
-        let g = case.g;
-        for bt in 0..g.batch {
-            let one = Gemm { batch: 1, ..g };
-            let mut c = Buf::sentinel(dtype, g.m * g.c.ldc);
-            engine
-                .gemm_host(
-                    &one,
-                    case.a.slice_from(bt * g.a.batch_stride),
-                    case.b.slice_from(bt * g.b.batch_stride),
-                    case.bias.as_ref().map(Buf::slice),
-                    c.slice_mut(),
-                )
-                .unwrap();
-            for i in 0..c.len() {
-                assert_eq!(
-                    c.bits(i),
-                    all.bits(bt * g.c.batch_stride + i),
-                    "{dtype} entry {bt} element {i}"
-                );
-            }
-        }
-    }
-}
-
 const EDGE: [usize; 9] = [0, 1, 2, 3, 7, 31, 33, 127, 129];
 
 /// Every combination of M, N, K in {0, 1, 2, 3, 7, 31, 33, 127, 129}, rotating layouts,
@@ -312,76 +276,6 @@ fn large_shapes_cross_blocking_boundaries() {
         s.pad = (1, 2, 3);
         s.gap = (0, 5, 7);
         Case::build(&s, &mut rng).check(&engine, "large shape");
-    }
-}
-
-/// Batch and N-invariance across large calls: the last rows of an M = 800 call and the last
-/// columns of an N = 1100 call equal small calls on the same rows or columns.
-#[test]
-fn invariance_across_large_m_and_n() {
-    let engine = cpu();
-    let mut rng = Rng::new(18);
-    for dtype in [DType::BF16, DType::F32] {
-        // Rows.
-        let mut s = Shape::new(800, 21, 300, dtype);
-        s.bias = Some(DType::F32);
-        s.la = Layout::ColMajor;
-        let case = Case::build(&s, &mut rng);
-        let big = case.run(&engine);
-        let g = case.g;
-        for (r0, m) in [(0, 1), (767, 33), (790, 10)] {
-            let mut c = Buf::sentinel(dtype, m * g.c.ldc);
-            engine
-                .gemm_host(
-                    &Gemm { m, ..g },
-                    case.a.slice_from(at(g.a.layout, g.a.ld, r0, 0)),
-                    case.b.slice(),
-                    case.bias.as_ref().map(Buf::slice),
-                    c.slice_mut(),
-                )
-                .unwrap();
-            for i in 0..m * g.c.ldc {
-                assert_eq!(
-                    c.bits(i),
-                    big.bits(r0 * g.c.ldc + i),
-                    "{dtype}: rows {r0}.. of M=800"
-                );
-            }
-        }
-        // Columns.
-        let mut s = Shape::new(9, 1100, 300, dtype);
-        s.bias = Some(dtype);
-        s.lb = Layout::ColMajor;
-        let case = Case::build(&s, &mut rng);
-        let big = case.run(&engine);
-        let g = case.g;
-        for (c0, n) in [(0, 1), (1000, 100), (1090, 10)] {
-            let small = Gemm {
-                n,
-                c: sgemm_bi::Output { ldc: n, ..g.c },
-                ..g
-            };
-            let mut c = Buf::sentinel(dtype, g.m * n);
-            engine
-                .gemm_host(
-                    &small,
-                    case.a.slice(),
-                    case.b.slice_from(at(g.b.layout, g.b.ld, 0, c0)),
-                    case.bias.as_ref().map(|b| b.slice_from(c0)),
-                    c.slice_mut(),
-                )
-                .unwrap();
-            for i in 0..g.m {
-                for j in 0..n {
-                    assert_eq!(
-                        c.bits(i * n + j),
-                        big.bits(i * g.c.ldc + c0 + j),
-                        "{dtype}: column {} of N=1100",
-                        c0 + j
-                    );
-                }
-            }
-        }
     }
 }
 
@@ -784,142 +678,6 @@ fn chain_is_fused_and_starts_from_positive_zero() {
     );
     // Bias -0.0 with a chain of +0.0 is +0.0.
     assert_eq!(run(&[0.0], &[5.0], Some(-0.0)), 0);
-}
-
-/// Runs a big call, then calls of `sizes` rows cut from it at several offsets; each small
-/// call's rows have the big call's bits (batch invariance, C2).
-#[test]
-fn batch_invariance_by_row_slicing() {
-    let engine = cpu();
-    let mut rng = Rng::new(14);
-    for dtype in DTYPES {
-        for la in LAYOUTS {
-            let lb = if la == Layout::RowMajor {
-                Layout::ColMajor
-            } else {
-                Layout::RowMajor
-            };
-            let mut s = Shape::new(300, 45, 129, dtype);
-            s.la = la;
-            s.lb = lb;
-            s.pad = (3, 1, 0);
-            s.bias = Some(DType::F32);
-            s.mode = OutputMode::Overwrite(rng.pick(&DTYPES));
-            let case = Case::build(&s, &mut rng);
-            let big = case.run(&engine);
-            assert_same_bits(&big, &case.expected(), "M = 300");
-            let g = case.g;
-            for m in [1, 2, 3, 7, 31, 64, 129, 200] {
-                for r0 in [0, 5, 77] {
-                    if r0 + m > s.m {
-                        continue;
-                    }
-                    let small = Gemm { m, ..g };
-                    let mut c = Buf::sentinel(g.c.mode.dtype(), m * g.c.ldc);
-                    engine
-                        .gemm_host(
-                            &small,
-                            case.a.slice_from(at(la, g.a.ld, r0, 0)),
-                            case.b.slice(),
-                            case.bias.as_ref().map(Buf::slice),
-                            c.slice_mut(),
-                        )
-                        .unwrap();
-                    for i in 0..m {
-                        for j in 0..s.n {
-                            assert_eq!(
-                                c.bits(i * g.c.ldc + j),
-                                big.bits((r0 + i) * g.c.ldc + j),
-                                "{dtype} {la:?}: row {} of an M={m} call at offset {r0} differs from M=300",
-                                i
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Columns of an N = 300 call against calls of fewer columns cut from it (N-invariance:
-/// a column-parallel shard gives the bits of the whole layer).
-#[test]
-fn n_invariance_by_column_slicing() {
-    let engine = cpu();
-    let mut rng = Rng::new(15);
-    for dtype in DTYPES {
-        for lb in LAYOUTS {
-            let la = rng.pick(&LAYOUTS);
-            let mut s = Shape::new(37, 300, 65, dtype);
-            s.la = la;
-            s.lb = lb;
-            s.pad = (0, 2, 0);
-            s.bias = Some(dtype);
-            s.mode = OutputMode::Overwrite(rng.pick(&DTYPES));
-            let case = Case::build(&s, &mut rng);
-            let big = case.run(&engine);
-            assert_same_bits(&big, &case.expected(), "N = 300");
-            let g = case.g;
-            for n in [1, 2, 3, 7, 31, 64, 129, 200] {
-                for c0 in [0, 3, 64, 99] {
-                    if c0 + n > s.n {
-                        continue;
-                    }
-                    let small = Gemm {
-                        n,
-                        c: sgemm_bi::Output { ldc: n, ..g.c },
-                        ..g
-                    };
-                    let mut c = Buf::sentinel(g.c.mode.dtype(), s.m * n);
-                    engine
-                        .gemm_host(
-                            &small,
-                            case.a.slice(),
-                            case.b.slice_from(at(lb, g.b.ld, 0, c0)),
-                            case.bias.as_ref().map(|b| b.slice_from(c0)),
-                            c.slice_mut(),
-                        )
-                        .unwrap();
-                    for i in 0..s.m {
-                        for j in 0..n {
-                            assert_eq!(
-                                c.bits(i * n + j),
-                                big.bits(i * g.c.ldc + c0 + j),
-                                "{dtype} {lb:?}: column {j} of an N={n} call at offset {c0} differs from N=300"
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The same call gives the same bits every time, from one thread or from several threads
-/// sharing one engine, or from separate engines (C1).
-#[test]
-fn run_to_run_identical() {
-    let engine = cpu();
-    let other = cpu();
-    let mut rng = Rng::new(16);
-    for dtype in [DType::F32, DType::BF16] {
-        let mut s = Shape::new(257, 131, 200, dtype);
-        s.bias = Some(DType::F32);
-        s.lb = Layout::ColMajor;
-        let case = Case::build(&s, &mut rng);
-        let first = case.run(&engine);
-        assert_same_bits(&first, &case.expected(), "first run");
-        for _ in 0..2 {
-            assert_same_bits(&case.run(&engine), &first, "repeated run");
-        }
-        assert_same_bits(&case.run(&other), &first, "second engine");
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..4).map(|_| scope.spawn(|| case.run(&engine))).collect();
-            for h in handles {
-                assert_same_bits(&h.join().unwrap(), &first, "concurrent run");
-            }
-        });
-    }
 }
 
 /// The engine is usable from threads (Send + Sync) and says which tiers it runs: both (the

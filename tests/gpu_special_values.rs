@@ -14,6 +14,7 @@ mod specials;
 use gpu_support::{
     c_elements, first_difference, gpu_engine, DeviceBuf, HostBuf, Problem, RawStream, Rng,
 };
+use sgemm_bi::numeric::{CANONICAL_NAN_16, CANONICAL_NAN_F32};
 use sgemm_bi::{
     bf16, f16, DType, Device, Engine, Gemm, GemmPointers, Layout, Operand, Output, OutputMode,
     TcPath, Tier,
@@ -222,11 +223,15 @@ fn few_row_kernel_with_special_values_matches_the_cpu() {
 /// Checks every NaN of a tensor-core result is the canonical one.
 fn nans_are_canonical(g: &Gemm, h: &HostBuf, what: &str) {
     let (canonical, is_nan): (u32, fn(u32) -> bool) = match h.dtype() {
-        DType::F32 => (0x7FFF_FFFF, |b| {
+        DType::F32 => (CANONICAL_NAN_F32, |b| {
             b & 0x7F80_0000 == 0x7F80_0000 && b & 0x7F_FFFF != 0
         }),
-        DType::BF16 => (0x7FFF, |b| b & 0x7F80 == 0x7F80 && b & 0x7F != 0),
-        DType::F16 => (0x7FFF, |b| b & 0x7C00 == 0x7C00 && b & 0x3FF != 0),
+        DType::BF16 => (CANONICAL_NAN_16 as u32, |b| {
+            b & 0x7F80 == 0x7F80 && b & 0x7F != 0
+        }),
+        DType::F16 => (CANONICAL_NAN_16 as u32, |b| {
+            b & 0x7C00 == 0x7C00 && b & 0x3FF != 0
+        }),
     };
     let poison = HostBuf::poison(h.dtype(), 1).bits()[0];
     for (i, b) in c_elements(g, h).into_iter().enumerate() {

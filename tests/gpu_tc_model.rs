@@ -23,6 +23,7 @@
 mod gpu_support;
 
 use gpu_support::{gpu_engine, HostBuf, Problem, RawStream, Rng};
+use sgemm_bi::numeric::CANONICAL_NAN_F32;
 use sgemm_bi::{bf16, f16, DType, Device, Engine, Gemm, Layout, Operand, Output, OutputMode, Tier};
 
 const DTYPES: [DType; 2] = [DType::BF16, DType::F16];
@@ -716,7 +717,7 @@ fn crafted() -> Vec<Crafted> {
         a: a.clone(),
         b: b.clone(),
         raw: vec![(1, true, 0x7F80)],
-        model: 0x7FFF_FFFF,
+        model: CANONICAL_NAN_F32,
         alternative: "",
     });
     v.push(Crafted {
@@ -725,7 +726,7 @@ fn crafted() -> Vec<Crafted> {
         a: a.clone(),
         b: b.clone(),
         raw: vec![(0, true, 0x7F80), (1, true, 0xFF80), (1, false, 0x3F80)],
-        model: 0x7FFF_FFFF,
+        model: CANONICAL_NAN_F32,
         alternative: "",
     });
     v.push(Crafted {
@@ -743,7 +744,7 @@ fn crafted() -> Vec<Crafted> {
         a: a.clone(),
         b: b.clone(),
         raw: vec![(3, true, 0x7E01), (3, false, 0x3C00)],
-        model: 0x7FFF_FFFF,
+        model: CANONICAL_NAN_F32,
         alternative: "",
     });
     v.push(Crafted {
@@ -757,7 +758,7 @@ fn crafted() -> Vec<Crafted> {
             (17, true, 0xFF80),
             (17, false, 0x3F80),
         ],
-        model: 0x7FFF_FFFF,
+        model: CANONICAL_NAN_F32,
         alternative: "",
     });
     v

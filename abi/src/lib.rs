@@ -18,6 +18,7 @@
 
 pub mod catalogue;
 pub mod hopper;
+pub mod numeric;
 pub mod params;
 pub mod scalar;
 pub mod tensor;

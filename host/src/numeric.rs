@@ -8,10 +8,8 @@
 use crate::types::DType;
 use half::{bf16, f16};
 
-/// The canonical f32 NaN every backend stores.
-pub const CANONICAL_NAN_F32: u32 = 0x7FFF_FFFF;
-/// The canonical bf16 and f16 NaN every backend stores.
-pub const CANONICAL_NAN_16: u16 = 0x7FFF;
+/// The canonical NaNs every backend stores (defined once, in the crate the kernels share).
+pub use sgemm_bi_abi::numeric::{CANONICAL_NAN_16, CANONICAL_NAN_F32};
 
 /// Exact upcast of a stored element (its raw bits) to f32.
 #[inline(always)]

@@ -8,9 +8,7 @@ use crate::arch::convert::{
 use crate::params::{
     GemmParams, BIAS_BF16, BIAS_F16, BIAS_F32, OUT_ACCUMULATE_F32, OUT_BF16, OUT_F16,
 };
-
-const CANONICAL_NAN_F32: u32 = 0x7FFF_FFFF;
-const CANONICAL_NAN_16: u16 = 0x7FFF;
+use sgemm_bi_abi::numeric::{CANONICAL_NAN_16, CANONICAL_NAN_F32};
 
 /// Bias element `j` as f32 (exact upcast).
 ///

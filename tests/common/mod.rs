@@ -20,8 +20,8 @@ use sgemm_bi::{
     Tier,
 };
 
-pub const CANONICAL_NAN_F32: u32 = 0x7FFF_FFFF;
-pub const CANONICAL_NAN_16: u16 = 0x7FFF;
+/// The canonical NaNs of the contract (defined once, in the crate the kernels share).
+pub use sgemm_bi::numeric::{CANONICAL_NAN_16, CANONICAL_NAN_F32};
 /// What unwritten f32 output elements hold: a NaN whose payload no computation produces.
 pub const SENTINEL_F32: u32 = 0x7FA5_5A5A;
 /// What unwritten 16-bit output elements hold (a NaN for both bf16 and f16, not canonical).
@@ -223,6 +223,30 @@ impl Buf {
             Buf::BF16(v) => v.as_mut_slice().into(),
             Buf::F16(v) => v.as_mut_slice().into(),
         }
+    }
+
+    /// A view of the elements from `offset` on, to write (a call's C at an offset).
+    pub fn slice_mut_from(&mut self, offset: usize) -> HostSliceMut<'_> {
+        match self {
+            Buf::F32(v) => (&mut v[offset..]).into(),
+            Buf::BF16(v) => (&mut v[offset..]).into(),
+            Buf::F16(v) => (&mut v[offset..]).into(),
+        }
+    }
+
+    /// The buffer's bytes (to copy it to a device).
+    pub fn bytes(&self) -> &[u8] {
+        let s = self.slice();
+        // SAFETY: plain-old-data elements; the byte view covers exactly the slice.
+        unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len() * s.dtype().size()) }
+    }
+
+    /// The buffer's bytes, to write (to copy it back from a device).
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let mut s = self.slice_mut();
+        let len = s.len() * s.dtype().size();
+        // SAFETY: as above, through a unique borrow.
+        unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), len) }
     }
 
     pub fn as_ptr(&self) -> *const std::ffi::c_void {

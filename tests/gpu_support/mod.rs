@@ -137,9 +137,13 @@ impl DeviceBuf {
         DeviceBuf { ptr, bytes }
     }
     pub fn upload(h: &HostBuf) -> Self {
-        let d = DeviceBuf::alloc(h.bytes().len());
+        DeviceBuf::upload_bytes(h.bytes())
+    }
+    /// A buffer holding `bytes` (at a 256-byte aligned address).
+    pub fn upload_bytes(bytes: &[u8]) -> Self {
+        let d = DeviceBuf::alloc(bytes.len());
         // SAFETY: `d` holds exactly that many bytes.
-        unsafe { result::memcpy_htod_sync(d.ptr, h.bytes()) }.expect("cuMemcpyHtoD");
+        unsafe { result::memcpy_htod_sync(d.ptr, bytes) }.expect("cuMemcpyHtoD");
         // From pageable memory cuMemcpyHtoD may return before its DMA lands, and the tests
         // launch on non-blocking streams, which do not wait for the legacy stream: without
         // this the upload's tail can overwrite the kernel's output (seen on the H200).
@@ -161,7 +165,10 @@ impl DeviceBuf {
     }
     /// Copies the buffer into `h` (which must have the same size).
     pub fn download_into(&self, h: &mut HostBuf) {
-        let dst = h.bytes_mut();
+        self.download_bytes(h.bytes_mut());
+    }
+    /// Copies the buffer into `dst` (which must have the same size).
+    pub fn download_bytes(&self, dst: &mut [u8]) {
         assert_eq!(dst.len(), self.bytes);
         // SAFETY: sizes match; the copy is synchronous.
         unsafe { result::memcpy_dtoh_sync(dst, self.ptr) }.expect("cuMemcpyDtoH");

@@ -18,7 +18,7 @@
 
 use super::epilogue::{self, Dest};
 use super::kernel::{self, Isa, Tile, MR, NR};
-use super::pack::{self, PackBuf, Source};
+use super::pack::{self, OperandView, PackBuf};
 use super::threads::{each_chunk, each_index, pieces};
 
 /// Depth of a K block: a packed B panel (KC × NR f32 = 32 KiB) stays in L1 while it meets
@@ -47,8 +47,8 @@ pub(super) struct Entry<'a> {
     pub m: usize,
     pub n: usize,
     pub k: usize,
-    pub a: Source,
-    pub b: Source,
+    pub a: OperandView,
+    pub b: OperandView,
     pub c: Dest,
     /// The bias upcast to f32 (N values), if any.
     pub bias: Option<&'a [f32]>,

@@ -38,7 +38,7 @@ use crate::types::{Gemm, GemmPointers, Tier};
 use blocking::Entry;
 use epilogue::Dest;
 use kernel::Isa;
-use pack::Source;
+use pack::OperandView;
 
 /// Below this many fmas per batch entry (about 100³), an entry runs on one thread: rayon's
 /// fork-join costs microseconds, which such an entry does not repay. Batched calls of small
@@ -74,7 +74,7 @@ unsafe fn gemm_with(isa: Isa, g: &Gemm, p: &GemmPointers) {
         unsafe { tensor_model::gemm(isa, g, p, bias.as_deref()) };
         return;
     }
-    let (a, b, c) = (Source::a(g, p), Source::b(g, p), Dest::new(g, p));
+    let (a, b, c) = (OperandView::a(g, p), OperandView::b(g, p), Dest::new(g, p));
     let entry = |batch: usize| Entry {
         isa,
         m: g.m,

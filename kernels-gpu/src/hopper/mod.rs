@@ -30,6 +30,24 @@
 //! other's mainloop.
 
 pub use sgemm_bi_abi::hopper as config;
+/// `$consume::<…, STORE>(…)` with `STORE` the store kind (`store_kind`) of `$p.out_mode`:
+/// the one place where a launch's output mode picks its epilogue, for every consumer
+/// schedule. Decided once, around a consumer's whole loop, so that each consumer's code is
+/// built for one kind (see `epilogue`); a branch in the epilogue, with the accumulators live
+/// across it, made ptxas spill them. A macro, so that each schedule's code is what it would
+/// be with the branch written out (the vendored PTX depends on it).
+macro_rules! by_store_kind {
+    ($p:expr, $consume:ident::<$($g:ident),*>($($arg:expr),*)) => {
+        if $p.out_mode == $crate::params::OUT_ACCUMULATE_F32 {
+            $consume::<$($g),*, { $crate::hopper::store_kind::ACCUMULATE }>($($arg),*)
+        } else if $p.out_mode == $crate::params::OUT_F32 {
+            $consume::<$($g),*, { $crate::hopper::store_kind::COPY_F32 }>($($arg),*)
+        } else {
+            $consume::<$($g),*, { $crate::hopper::store_kind::COPY_16 }>($($arg),*)
+        }
+    };
+}
+
 pub mod epilogue;
 pub mod grouped;
 pub mod mainloop;
@@ -43,7 +61,7 @@ use crate::arch::sync::{
 };
 use crate::arch::tma::prefetch_tensormap;
 use crate::element::WgmmaElement;
-use crate::params::{GemmParams, OUT_ACCUMULATE_F32, OUT_F32};
+use crate::params::GemmParams;
 use config::{CONSUMER_REGS, PRODUCER_REGS};
 use core::arch::nvptx::_thread_idx_x;
 use mainloop::Stages;
@@ -69,7 +87,7 @@ pub unsafe fn gemm<
     const BN: u32,
     const BM: u32,
     const CLUSTER: u32,
-    S: Schedule,
+    S: ConsumerSchedule,
 >(
     p: &GemmParams,
     maps: [u64; 3],
@@ -128,8 +146,9 @@ pub unsafe fn gemm<
 }
 
 /// How the consumer warpgroups share a block's tiles: a type parameter of [`gemm`], so each
-/// entry point is built for one.
-pub trait Schedule {
+/// entry point is built for one. (Which tiles a block takes is the tile walk's business:
+/// `walk` and `crate::schedule`.)
+pub trait ConsumerSchedule {
     /// Consumer warpgroups of a block that read each stage, for tiles of `bm` rows.
     fn readers(bm: u32) -> u32;
 
@@ -157,7 +176,7 @@ pub trait Schedule {
 /// The consumer warpgroups split each tile's rows (64 each) and work on the same tile.
 pub struct Cooperative;
 
-impl Schedule for Cooperative {
+impl ConsumerSchedule for Cooperative {
     #[inline(always)]
     fn readers(bm: u32) -> u32 {
         config::consumers(bm)
@@ -178,24 +197,12 @@ impl Schedule for Cooperative {
         tid: u32,
         map_c: u64,
     ) {
-        // The epilogue, decided once: each consumer's code is built for one (see
-        // `epilogue`). Whole consumer loops per kind, not a branch in the epilogue: with the
-        // accumulators live across such a branch, ptxas spilled them.
         // SAFETY (all arms): forwarded contract; the kind is the launch's output mode.
         unsafe {
-            if p.out_mode == OUT_ACCUMULATE_F32 {
-                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::ACCUMULATE }>(
-                    p, st, walk, tid, map_c,
-                )
-            } else if p.out_mode == OUT_F32 {
-                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::COPY_F32 }>(
-                    p, st, walk, tid, map_c,
-                )
-            } else {
-                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::COPY_16 }>(
-                    p, st, walk, tid, map_c,
-                )
-            }
+            by_store_kind!(
+                p,
+                consume_tiles::<E, A_K, B_K, BN, BM, CLUSTER>(p, st, walk, tid, map_c)
+            )
         }
     }
 }

@@ -29,10 +29,10 @@ use super::config::{BM as TILE_M, WG_M};
 use super::epilogue;
 use super::mainloop::{self, k_tiles, Stages};
 use super::walk::Walk;
-use super::{store_kind, Schedule};
+use super::ConsumerSchedule;
 use crate::arch::sync::{bar_arrive_named, bar_sync_named};
 use crate::element::WgmmaElement;
-use crate::params::{GemmParams, OUT_ACCUMULATE_F32, OUT_F32};
+use crate::params::GemmParams;
 
 /// The tile width of the ping-pong kernels: a warpgroup's 128 × 128 accumulators fill the
 /// 128 registers the cooperative kernels' 64 × 256 do.
@@ -51,7 +51,7 @@ const TURN_THREADS: u32 = 256;
 /// The ping-pong schedule: each consumer warpgroup owns every other tile of the block.
 pub struct PingPong;
 
-impl Schedule for PingPong {
+impl ConsumerSchedule for PingPong {
     #[inline(always)]
     fn readers(_bm: u32) -> u32 {
         1
@@ -73,22 +73,12 @@ impl Schedule for PingPong {
         map_c: u64,
     ) {
         const { assert!(BN == PINGPONG_BN && BM == TILE_M, "the ping-pong tile") };
-        // The epilogue kind, decided once (as in `super::Cooperative`).
         // SAFETY (all arms): forwarded contract; the kind is the launch's output mode.
         unsafe {
-            if p.out_mode == OUT_ACCUMULATE_F32 {
-                consume_with::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::ACCUMULATE }>(
-                    p, st, walk, tid, map_c,
-                )
-            } else if p.out_mode == OUT_F32 {
-                consume_with::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::COPY_F32 }>(
-                    p, st, walk, tid, map_c,
-                )
-            } else {
-                consume_with::<E, A_K, B_K, BN, BM, CLUSTER, { store_kind::COPY_16 }>(
-                    p, st, walk, tid, map_c,
-                )
-            }
+            by_store_kind!(
+                p,
+                consume_with::<E, A_K, B_K, BN, BM, CLUSTER>(p, st, walk, tid, map_c)
+            )
         }
     }
 }
@@ -97,7 +87,8 @@ impl Schedule for PingPong {
 /// issue the chain, hand the turn over, complete the chain, store both 64-row halves.
 ///
 /// # Safety
-/// As for [`Schedule::consume`] (one reader per stage), `STORE` the kind of `p.out_mode`.
+/// As for [`ConsumerSchedule::consume`] (one reader per stage), `STORE` the kind of
+/// `p.out_mode`.
 #[inline(always)]
 unsafe fn consume_with<
     E: WgmmaElement,

@@ -33,10 +33,11 @@ pub(super) unsafe fn load(base: *const u8, dtype: DType, idx: usize) -> f32 {
     }
 }
 
-/// One input operand of one batch entry: element `(lane, k)` is at
-/// `base + lane · lane_stride + k · k_stride` (in elements of `dtype`).
+/// A strided view of one input operand (A or B, any dtype) in one batch entry, read by the
+/// packers: element `(lane, k)` is at `base + lane · lane_stride + k · k_stride` (in
+/// elements of `dtype`).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Source {
+pub(super) struct OperandView {
     base: *const u8,
     dtype: DType,
     lane_stride: usize,
@@ -45,11 +46,11 @@ pub(super) struct Source {
     batch_bytes: usize,
 }
 
-// SAFETY: a Source is only read through, and the contract of `cpu::gemm` guarantees that
+// SAFETY: a OperandView is only read through, and the contract of `cpu::gemm` guarantees that
 // nothing writes the inputs while the call runs, so threads may share it.
-unsafe impl Send for Source {}
+unsafe impl Send for OperandView {}
 // SAFETY: as above.
-unsafe impl Sync for Source {}
+unsafe impl Sync for OperandView {}
 
 /// Bytes between batch entries of an operand with this element stride: 0 for an unbatched
 /// call, whose stride is ignored and may be any value up to `validate::MAX_DIM` (whose byte
@@ -62,14 +63,14 @@ pub(super) fn batch_bytes(g: &Gemm, stride: usize, dtype: DType) -> usize {
     }
 }
 
-impl Source {
+impl OperandView {
     /// A (lanes = rows of A), batch entry 0.
-    pub(super) fn a(g: &Gemm, p: &GemmPointers) -> Source {
+    pub(super) fn a(g: &Gemm, p: &GemmPointers) -> OperandView {
         let (lane_stride, k_stride) = match g.a.layout {
             Layout::RowMajor => (g.a.ld, 1),
             Layout::ColMajor => (1, g.a.ld),
         };
-        Source {
+        OperandView {
             base: p.a as *const u8,
             dtype: g.a.dtype,
             lane_stride,
@@ -79,12 +80,12 @@ impl Source {
     }
 
     /// B (lanes = columns of B), batch entry 0.
-    pub(super) fn b(g: &Gemm, p: &GemmPointers) -> Source {
+    pub(super) fn b(g: &Gemm, p: &GemmPointers) -> OperandView {
         let (lane_stride, k_stride) = match g.b.layout {
             Layout::RowMajor => (1, g.b.ld),
             Layout::ColMajor => (g.b.ld, 1),
         };
-        Source {
+        OperandView {
             base: p.b as *const u8,
             dtype: g.b.dtype,
             lane_stride,
@@ -94,8 +95,8 @@ impl Source {
     }
 
     /// The same operand in batch entry `batch`.
-    pub(super) fn entry(self, batch: usize) -> Source {
-        Source {
+    pub(super) fn entry(self, batch: usize) -> OperandView {
+        OperandView {
             // wrapping: with K = 0 the pointer may be null, and it is then never read.
             base: self.base.wrapping_add(batch * self.batch_bytes),
             ..self
@@ -117,7 +118,7 @@ impl Source {
 /// span of `src`.
 pub(super) unsafe fn panels<const W: usize>(
     isa: Isa,
-    src: &Source,
+    src: &OperandView,
     lane0: usize,
     lanes: usize,
     k0: usize,
@@ -192,7 +193,7 @@ mod tests {
 
     /// Packs `(lanes, kc)` of `src` with every instruction set and checks each value against
     /// the exact element load (a NaN only has to stay a NaN).
-    fn check<const W: usize>(src: &Source, lane0: usize, lanes: usize, k0: usize, kc: usize) {
+    fn check<const W: usize>(src: &OperandView, lane0: usize, lanes: usize, k0: usize, kc: usize) {
         for isa in Isa::all() {
             let mut got = vec![f32::NAN; lanes.div_ceil(W) * kc * W];
             // SAFETY: the callers below keep every packed element inside `src`'s buffer.
@@ -223,7 +224,7 @@ mod tests {
         bytes.extend((0..=u16::MAX).flat_map(u16::to_le_bytes));
         for dtype in [DType::BF16, DType::F16] {
             for (lane_stride, k_stride) in [(1, 32), (2048, 1)] {
-                let src = Source {
+                let src = OperandView {
                     base: bytes[1..].as_ptr(),
                     dtype,
                     lane_stride,
@@ -246,7 +247,7 @@ mod tests {
         }
         for dtype in [DType::F32, DType::BF16, DType::F16] {
             for (lane_stride, k_stride) in [(1, 40), (40, 1), (40, 2), (1, 1)] {
-                let src = Source {
+                let src = OperandView {
                     base: bytes[1..].as_ptr(),
                     dtype,
                     lane_stride,

@@ -5,7 +5,7 @@
 //! anyway). A NaN stays a NaN, possibly with another payload: every NaN output is
 //! canonicalised, so payloads are never visible.
 
-use super::Source;
+use super::OperandView;
 use crate::types::DType;
 use core::arch::x86_64::{
     __m128i, __m256, _mm256_castsi256_ps, _mm256_cmpgt_epi32, _mm256_cvtepu16_epi32,
@@ -25,7 +25,7 @@ use core::arch::x86_64::{
 /// 3. `src.lane_stride == 1`.
 #[target_feature(enable = "avx2,f16c")]
 pub(super) unsafe fn lanes_contiguous<const W: usize>(
-    src: &Source,
+    src: &OperandView,
     lane0: usize,
     lanes: usize,
     k0: usize,
@@ -61,7 +61,7 @@ pub(super) unsafe fn lanes_contiguous<const W: usize>(
 /// 3. `src.k_stride == 1`.
 #[target_feature(enable = "avx2,f16c")]
 pub(super) unsafe fn depth_contiguous<const W: usize>(
-    src: &Source,
+    src: &OperandView,
     lane0: usize,
     lanes: usize,
     k0: usize,

@@ -43,7 +43,7 @@ use super::kernel::{Isa, Tile, MR, NR};
 use super::threads::{each_chunk, each_small, pieces};
 use crate::types::{Gemm, GemmPointers};
 use kernel::Simd;
-use pack::{BStep, Source, STEP_K};
+use pack::{BStep, StepOperand, STEP_K};
 use step::{Dec, Format};
 
 /// Steps of one K block: the B panel of a block (KB · 4 KiB) stays in L2 while the tiles of
@@ -76,7 +76,7 @@ unsafe fn gemm_with(simd: Simd, isa: Isa, g: &Gemm, p: &GemmPointers, bias: Opti
     if g.m == 0 || g.n == 0 || g.batch == 0 {
         return;
     }
-    let (a, b, c) = (Source::a(g, p), Source::b(g, p), Dest::new(g, p));
+    let (a, b, c) = (StepOperand::a(g, p), StepOperand::b(g, p), Dest::new(g, p));
     let entry = |batch: usize| Entry {
         simd,
         isa,
@@ -110,8 +110,8 @@ struct Entry<'a> {
     m: usize,
     n: usize,
     k: usize,
-    a: Source,
-    b: Source,
+    a: StepOperand,
+    b: StepOperand,
     c: Dest,
     bias: Option<&'a [f32]>,
 }

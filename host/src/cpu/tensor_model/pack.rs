@@ -17,10 +17,11 @@ use super::step::{Dec, Format};
 /// K of one step (the MMA instruction's K).
 pub(super) const STEP_K: usize = 16;
 
-/// One 16-bit input operand of one batch entry: element `(lane, k)` is at
-/// `base + lane · lane_stride + k · k_stride` (in elements).
+/// One 16-bit input operand (A or B) of one batch entry, read in MMA steps of `STEP_K`
+/// depths, zero past K: element `(lane, k)` is at `base + lane · lane_stride + k · k_stride`
+/// (in elements).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Source {
+pub(super) struct StepOperand {
     base: *const u16,
     lane_stride: usize,
     k_stride: usize,
@@ -30,20 +31,20 @@ pub(super) struct Source {
     k: usize,
 }
 
-// SAFETY: a Source is only read through, and the contract of `cpu::gemm` guarantees that
+// SAFETY: a StepOperand is only read through, and the contract of `cpu::gemm` guarantees that
 // nothing writes the inputs while the call runs, so threads may share it.
-unsafe impl Send for Source {}
+unsafe impl Send for StepOperand {}
 // SAFETY: as above.
-unsafe impl Sync for Source {}
+unsafe impl Sync for StepOperand {}
 
-impl Source {
+impl StepOperand {
     /// A (lanes = rows of A), batch entry 0.
-    pub(super) fn a(g: &Gemm, p: &GemmPointers) -> Source {
+    pub(super) fn a(g: &Gemm, p: &GemmPointers) -> StepOperand {
         let (lane_stride, k_stride) = match g.a.layout {
             Layout::RowMajor => (g.a.ld, 1),
             Layout::ColMajor => (1, g.a.ld),
         };
-        Source {
+        StepOperand {
             base: p.a as *const u16,
             lane_stride,
             k_stride,
@@ -53,12 +54,12 @@ impl Source {
     }
 
     /// B (lanes = columns of B), batch entry 0.
-    pub(super) fn b(g: &Gemm, p: &GemmPointers) -> Source {
+    pub(super) fn b(g: &Gemm, p: &GemmPointers) -> StepOperand {
         let (lane_stride, k_stride) = match g.b.layout {
             Layout::RowMajor => (1, g.b.ld),
             Layout::ColMajor => (g.b.ld, 1),
         };
-        Source {
+        StepOperand {
             base: p.b as *const u16,
             lane_stride,
             k_stride,
@@ -68,8 +69,8 @@ impl Source {
     }
 
     /// The same operand in batch entry `batch`.
-    pub(super) fn entry(self, batch: usize) -> Source {
-        Source {
+    pub(super) fn entry(self, batch: usize) -> StepOperand {
+        StepOperand {
             // wrapping: with K = 0 the pointer may be null, and it is then never read.
             base: self.base.wrapping_add(batch * self.batch_stride),
             ..self
@@ -120,10 +121,10 @@ impl BStep {
 ///
 /// # Safety
 /// Every lane `lane0 + l`, `l < dst.len() / ns`, is inside the matrix (see
-/// [`Source::step`]); `dst.len()` is a multiple of `ns`.
+/// [`StepOperand::step`]); `dst.len()` is a multiple of `ns`.
 pub(super) unsafe fn lanes(
     format: Format,
-    src: &Source,
+    src: &StepOperand,
     lane0: usize,
     s0: usize,
     ns: usize,
@@ -144,7 +145,7 @@ pub(super) unsafe fn lanes(
 /// As for [`lanes`]; `dst.len() == ⌈lanes / NR⌉ · ns`.
 pub(super) unsafe fn panels(
     format: Format,
-    src: &Source,
+    src: &StepOperand,
     lane0: usize,
     lanes: usize,
     s0: usize,
