@@ -179,53 +179,31 @@ fn grouped_calls_give_the_cpu_bits_with_host_and_device_offsets() {
     }
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn a_captured_grouped_call_replays_its_bits_and_device_offsets_are_refused_in_a_capture() {
+/// Captures `gg` with `offsets` (host or device) on a thread-local capture, replays it once
+/// and returns C, or the error of the call under capture.
+fn captured(
+    gpu: &Engine,
+    stream: &RawStream,
+    gg: &GroupedGemm,
+    offsets: GroupOffsets<'_>,
+    dev: &Uploaded,
+    c_len: usize,
+) -> Result<HostBuf, Error> {
     use cudarc::driver::sys;
-    let Some(gpu) = gpu_engine() else { return };
-    let stream = RawStream::new();
-    let mut rng = Rng::new(5);
-    let (gg, a, b, bias, c_len) = case(
-        GroupSplit::Rows,
-        DType::BF16,
-        Tier::TensorCores,
-        (300, 128, 256, 8),
-        &mut rng,
-    );
-    let offsets = routing(&mut rng, 8, 300);
-    let want = on_cpu(&gg, &offsets, &a, &b, bias.as_ref(), c_len);
-    let poison = HostBuf::poison(DType::BF16, c_len);
-    let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);
-    let d_offsets = offsets_on_device(&offsets);
-    // Thread-local capture: a global one would also refuse the driver calls of the tests that
-    // run beside this one. SAFETY: driver calls on a live stream; the buffers outlive the
-    // replays, which are synchronized before C is read.
+    // Thread-local capture: a global one would also refuse the driver calls of the tests
+    // that run beside this one. SAFETY: driver calls on a live stream; the buffers outlive
+    // the replay, which is synchronized before C is read.
     unsafe {
-        sys::cuStreamBeginCapture_v2(
-            stream.0,
-            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-        )
-        .result()
-        .unwrap();
-        let refused = gpu.grouped_gemm(
-            &gg,
-            GroupOffsets::Device(d_offsets.at(0).cast_const().cast()),
-            dev.pointers(),
-            stream.handle(),
-        );
-        assert!(matches!(refused, Err(Error::Unsupported(_))), "{refused:?}");
-        gpu.grouped_gemm(
-            &gg,
-            GroupOffsets::Host(&offsets),
-            dev.pointers(),
-            stream.handle(),
-        )
-        .expect("grouped call under capture");
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        sys::cuStreamBeginCapture_v2(stream.0, mode)
+            .result()
+            .unwrap();
+        let call = gpu.grouped_gemm(gg, offsets, dev.pointers(), stream.handle());
         let mut graph = std::ptr::null_mut();
         sys::cuStreamEndCapture(stream.0, &mut graph)
             .result()
             .unwrap();
+        call?;
         let mut exec = std::ptr::null_mut();
         sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
             .result()
@@ -235,12 +213,105 @@ fn a_captured_grouped_call_replays_its_bits_and_device_offsets_are_refused_in_a_
         sys::cuGraphExecDestroy(exec).result().unwrap();
         sys::cuGraphDestroy(graph).result().unwrap();
     }
+    let mut got = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
+    dev.c.download_into(&mut got);
+    Ok(got)
+}
+
+/// The tensor-core tier's rows split with device offsets runs as one grouped kernel that
+/// reads them: it captures and replays the CPU's bits, as host offsets do. Where the engine
+/// must read device offsets back (the scalar tier), a capture is refused with a clear error.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn captured_grouped_calls_replay_their_bits_and_a_read_back_is_refused() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(5);
+    for (dtype, tier) in [
+        (DType::BF16, Tier::TensorCores),
+        (DType::F16, Tier::TensorCores),
+    ] {
+        let (gg, a, b, bias, c_len) =
+            case(GroupSplit::Rows, dtype, tier, (300, 128, 256, 8), &mut rng);
+        let offsets = routing(&mut rng, 8, 300);
+        let want = on_cpu(&gg, &offsets, &a, &b, bias.as_ref(), c_len);
+        let d_offsets = offsets_on_device(&offsets);
+        let poison = HostBuf::poison(dtype, c_len);
+        for device in [false, true] {
+            let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);
+            let where_ = if device {
+                GroupOffsets::Device(d_offsets.at(0).cast_const().cast())
+            } else {
+                GroupOffsets::Host(&offsets)
+            };
+            let got = captured(&gpu, &stream, &gg, where_, &dev, c_len)
+                .unwrap_or_else(|e| panic!("{dtype} device offsets {device}: {e}"));
+            assert!(
+                got.bits() == want.bits(),
+                "{dtype} device offsets {device}: replay"
+            );
+        }
+    }
+    let (gg, a, b, bias, c_len) = case(
+        GroupSplit::Rows,
+        DType::F32,
+        Tier::Scalar,
+        (64, 32, 32, 4),
+        &mut rng,
+    );
+    let d_offsets = offsets_on_device(&[10, 20, 30, 64]);
+    let dev = Uploaded::new(&a, &b, bias.as_ref(), &HostBuf::poison(DType::F32, c_len));
+    let refused = captured(
+        &gpu,
+        &stream,
+        &gg,
+        GroupOffsets::Device(d_offsets.at(0).cast_const().cast()),
+        &dev,
+        c_len,
+    );
+    assert!(
+        matches!(refused, Err(Error::Unsupported(_))),
+        "{:?}",
+        refused.err()
+    );
+}
+
+/// Ends the grouped kernel reads are clamped: a decreasing end makes an empty group, an end
+/// past the rows is the last row. The result is the CPU's for the clamped ends, and nothing
+/// outside C is written (the context keeps working).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_grouped_kernel_clamps_bad_device_offsets() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(13);
+    let (gg, a, b, bias, c_len) = case(
+        GroupSplit::Rows,
+        DType::BF16,
+        Tier::TensorCores,
+        (200, 128, 128, 4),
+        &mut rng,
+    );
+    let bad = [60, 30, 120, 1 << 30];
+    let clamped = [60, 60, 120, 200];
+    let want = on_cpu(&gg, &clamped, &a, &b, bias.as_ref(), c_len);
+    let poison = HostBuf::poison(DType::BF16, c_len);
+    let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);
+    let d = offsets_on_device(&bad);
+    // SAFETY: every buffer holds the whole call's span; synchronized below.
+    unsafe {
+        gpu.grouped_gemm(
+            &gg,
+            GroupOffsets::Device(d.at(0).cast_const().cast()),
+            dev.pointers(),
+            stream.handle(),
+        )
+    }
+    .expect("the grouped kernel takes device offsets without reading them on the host");
+    stream.sync();
     let mut got = poison.clone();
     dev.c.download_into(&mut got);
-    assert!(
-        got.bits() == want.bits(),
-        "replayed grouped call differs from the CPU"
-    );
+    assert!(got.bits() == want.bits(), "clamped ends");
 }
 
 #[test]

@@ -275,8 +275,9 @@ impl Engine {
     /// output element has the bits of the dense call of its group's part.
     ///
     /// Checked before anything runs, as [`Engine::gemm`] checks a dense call, and the offsets
-    /// ([`grouped::check_offsets`]: [`Error::BadOffsets`]). Offsets in device memory are read
-    /// back first (see [`GroupOffsets::Device`]).
+    /// ([`grouped::check_offsets`]: [`Error::BadOffsets`]). Offsets in device memory run in
+    /// one grouped kernel that reads them where one applies, and are read back first
+    /// elsewhere (see [`GroupOffsets::Device`]).
     ///
     /// # Safety
     /// As for [`Engine::gemm`], with the spans of the whole call (the per-group operand
@@ -307,6 +308,17 @@ impl Engine {
             (GroupOffsets::Device(o), Backend::Cuda(c)) => {
                 if o.is_null() && g.groups() > 0 {
                     return Err(Error::NullPointer(Which::Offsets));
+                }
+                if ext.is_empty() {
+                    return Ok(());
+                }
+                // One grouped kernel that reads the ends itself, where one takes the call.
+                // SAFETY: the caller's contract; checked above, not empty.
+                let launched = unsafe {
+                    c.grouped_on_device(g, &whole, o, &p, &ext, stream, self.pointer_checks())
+                }?;
+                if launched {
+                    return Ok(());
                 }
                 // SAFETY: the caller's contract: `groups` i32s of this context's memory.
                 read = unsafe { c.read_offsets(o, g.groups(), stream) }?;

@@ -4,9 +4,11 @@
 //! The contract is the dense call's, group by group: group `g` computes exactly the dense
 //! sgemm-bi call of its part (its rows, columns or reduction range) with its own operand, so
 //! an output element's bits do not depend on the other groups' sizes, on where the group
-//! starts, or on how many groups there are. [`GroupedGemm::group`] is that dense call; every
-//! backend runs it (the CPU one group after another; the CUDA one by launching each group's
-//! dense kernel), so nothing here touches the arithmetic.
+//! starts, or on how many groups there are. [`GroupedGemm::group`] is that dense call; the
+//! CPU backend runs it group after group, the CUDA one either so (each group's dense kernel)
+//! or, for offsets in device memory on the Hopper path, as one grouped kernel that runs each
+//! group's rows with the dense kernels' mainloop (`kernels-gpu/src/hopper/grouped.rs`). Both
+//! give the dense calls' bits.
 
 use crate::error::{Error, Operand as Which, Result};
 use crate::types::{Gemm, Layout};
@@ -263,8 +265,13 @@ pub(crate) fn ranges(offsets: &[i32]) -> impl Iterator<Item = (usize, usize, usi
 pub enum GroupOffsets<'a> {
     /// In host memory: checked before anything runs, on every engine.
     Host(&'a [i32]),
-    /// In device memory of a CUDA engine's context (torch's `offs` on the GPU): read back on
-    /// the call's stream, then checked before anything runs. That read waits for the stream,
-    /// so it is refused during a CUDA graph capture ([`Error::Unsupported`]).
+    /// In device memory of a CUDA engine's context (torch's `offs` on the GPU). On the
+    /// tensor-core tier's Hopper path (sm_90, a rows split, row-major A, an overwritten C)
+    /// one grouped kernel reads them: nothing waits, the call can be captured in a CUDA
+    /// graph, and ends it cannot check are clamped (a decreasing end makes an empty group,
+    /// one past the rows is the last row), so they never make it read or write outside the
+    /// buffers. Elsewhere they are read back on the call's stream and checked as host
+    /// offsets are; that read waits for the stream, so it is refused during a CUDA graph
+    /// capture ([`Error::Unsupported`]).
     Device(*const i32),
 }

@@ -30,3 +30,11 @@ def test_batch_invariance_example() -> None:
     out = _run(str(PYTHON_DIR / "examples" / "batch_invariance.py"), "--device", "cpu",
                "--dtype", "f32", "--k", "96", "--n", "32", "--max-m", "256")
     assert "sgemm-bi: 0 of" in out
+
+
+def test_moe_block_example() -> None:
+    out = _run(str(PYTHON_DIR / "examples" / "moe_block.py"), "--device", "cpu", "--steps", "2",
+               "--tokens", "48")
+    assert "bit-identical weights" in out
+    assert "sgemm-bi: a token alone vs in a batch of 48: 0 of" in out
+    assert "moe_block: ok" in out

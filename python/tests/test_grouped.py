@@ -236,25 +236,28 @@ def test_gpu_grouped_mm_gives_the_cpu_bits_with_offsets_on_the_device(gen, dtype
 
 
 @pytest.mark.gpu
-def test_gpu_graph_capture_with_host_offsets_and_a_clear_error_with_device_offsets(gen) -> None:
+def test_gpu_graph_capture_replays_the_bits_and_a_read_back_is_refused(gen) -> None:
+    """The tensor-core tier runs device offsets in one grouped kernel that reads them (a
+    capture works with them on the GPU or the CPU); the scalar tier reads them back, which a
+    capture refuses with a clear error."""
     dev = torch.device("cuda")
     x = rand(gen, 64, 128, dtype=torch.bfloat16).to(dev)
     w = rand(gen, 4, 128, 64, dtype=torch.bfloat16).to(dev)
-    offs = torch.tensor([10, 10, 40, 64], dtype=torch.int32)
-    want = sgemm_bi.grouped_mm(x, w, offs=offs)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = sgemm_bi.grouped_mm(x, w, offs=offs)
-    graph.replay()
-    torch.cuda.synchronize()
-    same_bits(out, want)
+    offs = torch.tensor([10, 10, 40, 60], dtype=torch.int32)
     on_device = offs.to(dev)
-    torch.cuda.synchronize()
+    want = sgemm_bi.grouped_mm(x.cpu(), w.cpu(), offs=offs, tier="tensor_cores")
+    for o in (offs, on_device):
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = sgemm_bi.grouped_mm(x, w, offs=o, tier="tensor_cores")
+        graph.replay()
+        torch.cuda.synchronize()
+        same_bits(out.cpu(), want, f"offsets on {o.device}")
     with pytest.raises(sgemm_bi.errors.UnsupportedError, match="host memory"):
         graph2 = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph2):
-            sgemm_bi.grouped_mm(x, w, offs=on_device)
+            sgemm_bi.grouped_mm(x, w, offs=on_device, tier="scalar")
 
 
 @pytest.mark.gpu

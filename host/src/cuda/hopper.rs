@@ -287,7 +287,7 @@ fn entry(
 /// Builds the map of an operand whose contiguous dimension is `inner` (extent) and the other
 /// `outer`, with leading dimension `ld` and batch stride `bs` (elements).
 #[allow(clippy::too_many_arguments)]
-fn encode_raw(
+pub(super) fn encode_raw(
     dtype: DType,
     addr: usize,
     inner: usize,
@@ -349,7 +349,7 @@ fn encode_raw(
 
 /// The map of operand `op` (A as (M, K) or B as (N, K) after the layout) for a tile of
 /// `tile_mn` rows (BM for A, BN for B).
-fn operand_map(
+pub(super) fn operand_map(
     op: &Operand,
     k_contiguous: bool,
     addr: usize,

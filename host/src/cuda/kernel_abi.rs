@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, OutputMode};
 use sgemm_bi_abi::catalogue::{KernelSpec, ParamKind};
 use sgemm_bi_abi::params::{
-    GemmParams, HopperParams, BIAS_BF16, BIAS_F16, BIAS_F32, BIAS_NONE, OUT_ACCUMULATE_F32,
-    OUT_BF16, OUT_F16, OUT_F32,
+    GemmParams, GroupedHopperParams, HopperParams, BIAS_BF16, BIAS_F16, BIAS_F32, BIAS_NONE,
+    OUT_ACCUMULATE_F32, OUT_BF16, OUT_F16, OUT_F32,
 };
 
 /// The kernel parameters of `g` on pointers `p`, for a kernel whose block tile is
@@ -82,6 +82,12 @@ unsafe impl KernelParams for GemmParams {
 // aligned, as the tensor maps in it need).
 unsafe impl KernelParams for HopperParams {
     const KIND: ParamKind = ParamKind::Hopper;
+}
+
+// SAFETY: as above, for `ParamKind::GroupedHopper` (a `HopperParams` first, declared 64-byte
+// aligned by `build.rs` as well).
+unsafe impl KernelParams for GroupedHopperParams {
+    const KIND: ParamKind = ParamKind::GroupedHopper;
 }
 
 /// A loaded entry point whose parameter is `P`: only a catalogue entry of that parameter type

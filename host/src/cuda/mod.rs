@@ -8,6 +8,7 @@
 //! engines in a loop neither reloads the PTX nor leaks modules.
 
 mod catalogue;
+mod grouped;
 mod hopper;
 mod images;
 mod kernel_abi;
@@ -23,6 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use cudarc::driver::{result, sys, CudaContext};
 
 use crate::error::{Error, Operand as Which, Result};
+use crate::grouped::GroupedGemm;
 use crate::types::{Gemm, GemmPointers, Stream, Tier};
 use crate::validate::Extents;
 
@@ -88,6 +90,8 @@ struct Loaded {
     tensor: Option<tensor::TensorKernels>,
     /// `None` except on compute capability 9.0 (sm_90a code).
     hopper: Option<hopper::HopperKernels>,
+    /// The grouped form of the Hopper kernels; as `hopper`.
+    grouped: Option<grouped::GroupedKernels>,
     /// The modules the tables' functions come from: `sm80` on sm_80 and newer, `sm90a` on
     /// compute capability 9.0.
     sm80: Option<Arc<ModuleLoader>>,
@@ -152,6 +156,9 @@ impl Loaded {
         let hopper = sm90a
             .as_ref()
             .map(|_| hopper::HopperKernels::new(&entries, sms as usize));
+        let grouped = sm90a
+            .as_ref()
+            .map(|_| grouped::GroupedKernels::new(&entries, sms as usize));
         Ok(Loaded {
             ctx,
             ordinal,
@@ -160,6 +167,7 @@ impl Loaded {
             scalar,
             tensor,
             hopper,
+            grouped,
             sm80,
             sm90a,
         })
@@ -283,6 +291,57 @@ impl CudaBackend {
             },
             Tier::TensorCores => unsafe { self.launch_tensor(g, p, stream) },
         }
+    }
+
+    /// Runs the grouped call `gg`, whose group ends are at device address `ends`, as one
+    /// grouped kernel that reads them (no wait for them; see `grouped.rs`), after the same
+    /// alignment and memory checks as [`CudaBackend::gemm`] (and the ends' memory). `false`
+    /// when no grouped kernel takes the call (nothing was checked or launched: the caller
+    /// reads the ends and runs the groups one by one).
+    ///
+    /// # Safety
+    /// As for [`CudaBackend::gemm`] with `whole` (the call over every group) and its `ext`;
+    /// `ends` is a device pointer valid for `gg.groups()` `i32`s until the work on `stream`
+    /// completes; the call is not empty.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn grouped_on_device(
+        &self,
+        gg: &GroupedGemm,
+        whole: &Gemm,
+        ends: *const i32,
+        p: &GemmPointers,
+        ext: &Extents,
+        stream: Stream,
+        check_memory: bool,
+    ) -> Result<bool> {
+        let Some(kernels) = &self.loaded.grouped else {
+            return Ok(false);
+        };
+        if gg.gemm.tier != Tier::TensorCores || self.tc_path == TcPath::Portable {
+            return Ok(false);
+        }
+        let Ok(plan) = kernels.plan(gg, p) else {
+            return Ok(false);
+        };
+        check_alignment(whole, p)?;
+        self.loaded
+            .ctx
+            .bind_to_thread()
+            .map_err(driver_error("cuCtxSetCurrent"))?;
+        if check_memory {
+            pointers::check(&self.loaded, whole, ext, p)?;
+            let bytes = std::mem::size_of::<i32>();
+            pointers::check_buffer(
+                &self.loaded,
+                Which::Offsets,
+                ends.cast(),
+                gg.groups(),
+                bytes,
+            )?;
+        }
+        // SAFETY: the caller's contract; the plan is the kernels' own for this call.
+        unsafe { kernels.launch(&plan, gg, ends, p, stream.0 as sys::CUstream) }?;
+        Ok(true)
     }
 
     /// The tensor-core tier: the Hopper path where it is loaded and can describe the

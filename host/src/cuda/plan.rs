@@ -82,6 +82,9 @@ pub(crate) enum Unsupported {
     /// The family builds no entry point for the tile its heuristics chose (a planner bug:
     /// the tests check that every choice is built).
     NotBuilt,
+    /// The grouped kernels take rows split into groups, A read along K (row-major) and an
+    /// overwritten C; this grouped call is another form.
+    GroupedForm,
 }
 
 impl std::fmt::Display for Unsupported {
@@ -135,6 +138,9 @@ impl std::fmt::Display for Unsupported {
             Unsupported::ANotAlongK => f.write_str("A is not read along K"),
             Unsupported::Element { dtype } => write!(f, "no kernels for {dtype:?} inputs"),
             Unsupported::NotBuilt => f.write_str("no entry point is built for the chosen tile"),
+            Unsupported::GroupedForm => f.write_str(
+                "the grouped kernels take a rows split, a row-major A and an overwritten C",
+            ),
         }
     }
 }

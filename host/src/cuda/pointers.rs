@@ -117,32 +117,44 @@ pub(super) fn check(loaded: &Loaded, g: &Gemm, ext: &Extents, p: &GemmPointers) 
         (Which::C, p.c.cast_const(), ext.c, g.c.mode.dtype()),
     ];
     for (operand, ptr, elems, dtype) in buffers {
-        if elems == 0 {
+        check_buffer(loaded, operand, ptr, elems, dtype.size())?;
+    }
+    Ok(())
+}
+
+/// Checks the first and the last of the `elems` elements of `size` bytes at `ptr`.
+pub(super) fn check_buffer(
+    loaded: &Loaded,
+    operand: Which,
+    ptr: *const c_void,
+    elems: usize,
+    size: usize,
+) -> Result<()> {
+    if elems == 0 {
+        return Ok(());
+    }
+    let first = ptr as usize;
+    // Validation bounds every extent by isize::MAX bytes; a wrap here would be a bogus
+    // pointer, which the lookup then rejects.
+    let last = first.wrapping_add((elems - 1) * size);
+    for (addr, which_end) in [(first, None), (last, Some(elems - 1))] {
+        if which_end.is_some() && addr == first {
             continue;
         }
-        let first = ptr as usize;
-        // Validation bounds every extent by isize::MAX bytes; a wrap here would be a bogus
-        // pointer, which the lookup then rejects.
-        let last = first.wrapping_add((elems - 1) * dtype.size());
-        for (addr, which_end) in [(first, None), (last, Some(elems - 1))] {
-            if which_end.is_some() && addr == first {
-                continue;
-            }
-            if let Some(why) = unusable(loaded, memory_at(addr)?) {
-                let found = match which_end {
-                    None => why,
-                    Some(i) => format!(
-                        "{why} (this is its last element, {i} elements past its start at \
-                         {first:#x})"
-                    ),
-                };
-                return Err(Error::InaccessibleMemory {
-                    operand,
-                    addr,
-                    found,
-                    device: Device::Cuda(loaded.ordinal),
-                });
-            }
+        if let Some(why) = unusable(loaded, memory_at(addr)?) {
+            let found = match which_end {
+                None => why,
+                Some(i) => format!(
+                    "{why} (this is its last element, {i} elements past its start at \
+                     {first:#x})"
+                ),
+            };
+            return Err(Error::InaccessibleMemory {
+                operand,
+                addr,
+                found,
+                device: Device::Cuda(loaded.ordinal),
+            });
         }
     }
     Ok(())

@@ -22,6 +22,9 @@
 //!   rows past the group's end over the next group's);
 //! - the bias: N values per group.
 //!
+//! The rows past the last group's end belong to no group and are written as +0.0, as the
+//! host's group-by-group form writes them (`crate`'s callers see one result either way).
+//!
 //! Ends that are not non-decreasing or lie past the rows are clamped (a decreasing end makes
 //! an empty group; an end past the last row is the last row), so wrong ends never make the
 //! kernel read or write outside the buffers the host validated. The host checks ends it can
@@ -29,7 +32,7 @@
 
 use super::config::{BM, BOX_BYTES, CONSUMER_REGS, PRODUCER_REGS, SWIZZLE_ELEMS, WG_M};
 use super::mainloop::{self, batch_coord, k_tiles, Stages};
-use super::Schedule as _;
+use super::ConsumerSchedule as _;
 use crate::arch::global::{st_global_b32, st_global_v2_b32};
 use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
 use crate::arch::shared::dyn_smem_base;
@@ -40,100 +43,128 @@ use crate::arch::tma::{cp_async_bulk_tensor_3d, prefetch_tensormap};
 use crate::element::WgmmaElement;
 use crate::finish::{bias_at, finished_16, finished_f32};
 use crate::params::{GemmParams, BIAS_F32, BIAS_NONE, OUT_BF16, OUT_F32};
-use crate::schedule::tile_at;
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 
-/// One tile of one group.
+/// One tile of one group. Rows, columns and counts are `u32`: the host sends only calls whose
+/// extents are TMA coordinates (below 2^31) and whose tiles number below 2^32.
 pub struct GroupTile {
-    pub group: u64,
+    /// The group (`p.batch` for the rows past the last group's end, [`Self::clear`]).
+    pub group: u32,
     /// The tile's first row (of all the rows) and first column.
-    pub m0: u64,
-    pub n0: u64,
+    pub m0: u32,
+    pub n0: u32,
     /// The group's end: rows from here on are not the group's.
-    pub end: u64,
+    pub end: u32,
+    /// A tile of the rows past the last group's end, which belong to no group: written as
+    /// +0.0 (the empty chain, no bias), with nothing copied and no MMA.
+    pub clear: bool,
 }
 
-/// The tiles of one block, group after group (see the module docs).
-pub struct Groups<const BN: u32> {
-    /// The call's parameters with `tiles_m` the current group's tile rows.
-    sched: GemmParams,
-    ends: *const i32,
-    /// This block's next tile, counted over all groups, and the stride to its next.
-    next: u64,
-    step: u64,
-    group: u64,
-    start: u64,
-    end: u64,
-    /// Tiles of the groups before `group`, and of `group`.
-    before: u64,
-    tiles: u64,
+/// Tile rows per scheduling group (as `crate::schedule`'s order).
+const GROUP_M: u32 = 8;
+
+/// `(a / b, a % b)` for a divisor the caller knows is not zero (no panic path in the PTX).
+#[inline(always)]
+fn div_rem(a: u32, b: u32) -> (u32, u32) {
+    // SAFETY: both callers divide by counts of a group that has tiles: `tiles_n` ≥ 1 (the
+    // host launches no empty call) and a band's tile rows, ≥ 1 inside a group with tiles.
+    unsafe { core::hint::assert_unchecked(b != 0) };
+    (a / b, a % b)
 }
 
-impl<const BN: u32> Groups<BN> {
+/// This block's place in the tiles of all groups (see the module docs). Only the cursor is
+/// state: the call's sizes are read from the kernel parameter at each step, so that the
+/// consumers carry a handful of registers beside their accumulators (ptxas fits the whole
+/// kernel in 168 a thread).
+pub struct Groups {
+    /// This block's next tile, counted over all groups.
+    next: u32,
+    group: u32,
+    start: u32,
+    end: u32,
+    /// Tiles of the groups before `group`, and tile rows of `group`.
+    before: u32,
+    tiles_m: u32,
+}
+
+impl Groups {
     /// # Safety
     /// `ends` is the device address of `p.batch` (≥ 1) `i32`s; `p.tiles_n` ≥ 1.
     #[inline(always)]
     pub unsafe fn new(p: &GemmParams, ends: u64) -> Self {
         let mut groups = Groups {
-            sched: *p,
-            ends: ends as *const i32,
-            next: _block_idx_x() as u64,
-            step: _grid_dim_x() as u64,
+            next: _block_idx_x() as u32,
             group: 0,
             start: 0,
             end: 0,
             before: 0,
-            tiles: 0,
+            tiles_m: 0,
         };
         // SAFETY: group 0 exists (forwarded contract).
-        unsafe { groups.enter() };
+        unsafe { groups.enter(p, ends) };
         groups
     }
 
-    /// Reads the end of `self.group` (clamped to `start..=rows`) and counts its tiles.
+    /// Reads the end of `self.group` (clamped to `start..=M`, or M for the rows past the
+    /// last group) and counts its tile rows.
     ///
     /// # Safety
-    /// `self.group` < `p.batch`.
+    /// `self.group` ≤ `p.batch`.
     #[inline(always)]
-    unsafe fn enter(&mut self) {
-        // SAFETY: inside the `batch` ends (forwarded contract).
-        let raw = unsafe { *self.ends.add(self.group as usize) } as i64;
-        let end = if raw < self.start as i64 {
-            self.start
-        } else if raw as u64 > self.sched.m {
-            self.sched.m
+    unsafe fn enter(&mut self, p: &GemmParams, ends: u64) {
+        let rows = p.m as u32;
+        self.end = if u64::from(self.group) == p.batch {
+            rows
         } else {
-            raw as u64
+            // SAFETY: inside the `batch` ends (forwarded contract).
+            let raw = unsafe { *(ends as *const i32).add(self.group as usize) };
+            if raw < self.start as i32 {
+                self.start
+            } else if raw as u32 > rows {
+                rows
+            } else {
+                raw as u32
+            }
         };
-        self.end = end;
-        self.sched.tiles_m = (end - self.start).div_ceil(BM as u64);
-        self.tiles = self.sched.tiles_m * self.sched.tiles_n;
+        self.tiles_m = (self.end - self.start).div_ceil(BM);
     }
 
     /// This block's next tile, or `None` when it has none left.
     ///
     /// # Safety
-    /// As for [`Self::new`].
+    /// As for [`Self::new`], with the same `p` and `ends`.
     #[inline(always)]
-    pub unsafe fn next(&mut self) -> Option<GroupTile> {
-        while self.next >= self.before + self.tiles {
-            if self.group + 1 >= self.sched.batch {
+    pub unsafe fn next<const BN: u32>(&mut self, p: &GemmParams, ends: u64) -> Option<GroupTile> {
+        let tiles_n = p.tiles_n as u32;
+        // After the last group comes the part of the rows past its end (group `batch`).
+        while self.next >= self.before + self.tiles_m * tiles_n {
+            if u64::from(self.group) >= p.batch {
                 return None;
             }
+            self.before += self.tiles_m * tiles_n;
             self.group += 1;
-            self.before += self.tiles;
             self.start = self.end;
-            // SAFETY: `group` < batch (tested above).
-            unsafe { self.enter() };
+            // SAFETY: `group` ≤ batch (tested above).
+            unsafe { self.enter(p, ends) };
         }
-        // A tile of this group (`tiles` > 0 here), batch entry 0 of the group's own order.
-        let t = tile_at(&self.sched, self.next - self.before, BM as u64, BN as u64);
-        self.next += self.step;
+        // The group's tiles in the shared order: GROUP_M tile rows at a time, down each
+        // column of them, so that blocks at work together share rows of A and columns of B.
+        let local = self.next - self.before;
+        let (band, in_band) = div_rem(local, GROUP_M * tiles_n);
+        let first = band * GROUP_M;
+        let band_rows = if self.tiles_m - first < GROUP_M {
+            self.tiles_m - first
+        } else {
+            GROUP_M
+        };
+        let (tn, tm) = div_rem(in_band, band_rows);
+        self.next += _grid_dim_x() as u32;
         Some(GroupTile {
             group: self.group,
-            m0: self.start + t.m0,
-            n0: t.n0,
+            m0: self.start + (first + tm) * BM,
+            n0: tn * BN,
             end: self.end,
+            clear: u64::from(self.group) == p.batch,
         })
     }
 }
@@ -208,10 +239,13 @@ unsafe fn produce<const B_K: bool, const BN: u32>(
     let kt_count = k_tiles(p);
     let mut it = 0u32;
     // SAFETY: forwarded contract.
-    let mut tiles = unsafe { Groups::<BN>::new(p, ends) };
+    let mut tiles = unsafe { Groups::new(p, ends) };
     // SAFETY: as above.
-    while let Some(t) = unsafe { tiles.next() } {
-        let bb = batch_coord(p.batch_stride_b, t.group);
+    while let Some(t) = unsafe { tiles.next::<BN>(p, ends) } {
+        if t.clear {
+            continue;
+        }
+        let bb = batch_coord(p.batch_stride_b, u64::from(t.group));
         let (m0, n0) = (t.m0 as i32, t.n0 as i32);
         for kt in 0..kt_count {
             let s = it % Stages::<BN, BM>::COUNT;
@@ -253,11 +287,21 @@ unsafe fn consume_tiles<E: WgmmaElement, const B_K: bool, const BN: u32, const W
     let (wg, wtid) = (tid / 128 - 1, tid % 128);
     let mut it = 0u32;
     // SAFETY: forwarded contract.
-    let mut tiles = unsafe { Groups::<BN>::new(p, ends) };
+    let mut tiles = unsafe { Groups::new(p, ends) };
     // SAFETY: as above.
-    while let Some(t) = unsafe { tiles.next() } {
+    while let Some(t) = unsafe { tiles.next::<BN>(p, ends) } {
         // A warpgroup whose 64 rows all lie past the group's end computes nothing.
-        let active = t.m0 + u64::from(wg * WG_M) < t.end;
+        let active = t.m0 + wg * WG_M < t.end;
+        if t.clear {
+            if active {
+                // SAFETY: all-zero bits are +0.0 (not a repeat expression: see
+                // `mainloop::consume`).
+                let zeros: [f32; 128] = unsafe { core::mem::zeroed() };
+                // SAFETY: forwarded contract (no bias: these rows are no group's).
+                unsafe { store::<BN, WIDE, false>(p, &t, wg, wtid, &zeros) };
+            }
+            continue;
+        }
         // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
         let acc = unsafe {
             if active {
@@ -312,17 +356,17 @@ unsafe fn store<const BN: u32, const WIDE: bool, const HAS_BIAS: bool>(
     let elem: u64 = if WIDE { 4 } else { 2 };
     let bf16 = p.out_mode == OUT_BF16;
     let (warp, lane) = (tid / 32, tid % 32);
-    let col0 = t.n0 + ((lane % 4) * 2) as u64;
+    let col0 = u64::from(t.n0) + ((lane % 4) * 2) as u64;
     let r0 = warp * 16 + lane / 4;
     // The group's N bias values.
     let bias_elem: u64 = if p.bias_dtype == BIAS_F32 { 4 } else { 2 };
     let biased = GemmParams {
-        bias: p.bias + t.group * p.n * bias_elem,
+        bias: p.bias + u64::from(t.group) * p.n * bias_elem,
         ..*p
     };
     let rows = [0u32, 8].map(|dr| {
-        let i = t.m0 + (part * WG_M + r0 + dr) as u64;
-        (p.c + elem * (i * p.ldc + col0), i < t.end)
+        let i = t.m0 + part * WG_M + r0 + dr;
+        (p.c + elem * (u64::from(i) * p.ldc + col0), i < t.end)
     });
     unroll8!(q => {
         unroll4!(jl => {

@@ -1,0 +1,189 @@
+//! Planning and launching the grouped Hopper kernels (`kernels-gpu/src/hopper/grouped.rs`):
+//! a grouped call whose offsets are in device memory, run as one kernel that reads them, so
+//! the host never waits for them and the call can be captured in a CUDA graph.
+//!
+//! The kernel runs each group's rows with the dense Hopper kernels' mainloop, so its bits
+//! are those of the group-by-group form (`Engine::grouped_gemm`), which runs where it does
+//! not apply: other splits, a column-major A, accumulate mode, f32 inputs, what the copy
+//! engine cannot describe, GPUs without the sm90a module.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use sgemm_bi_abi::catalogue::{Element, Family, Kind, Module};
+use sgemm_bi_abi::hopper::BM;
+use sgemm_bi_abi::params::{GroupedHopperParams, HopperParams, TensorMap};
+
+use super::catalogue::{id, Entries, KernelId};
+use super::hopper::{can_implement, operand_map};
+use super::kernel_abi::gemm_params;
+use super::plan::Unsupported;
+use crate::error::{Error, Result};
+use crate::grouped::{GroupSplit, GroupedGemm};
+use crate::types::{DType, Gemm, GemmPointers, Layout, OutputMode};
+
+/// Tile widths the grouped kernels are built for.
+const WIDTHS: [u32; 2] = [128, 256];
+
+/// `[element (bf16, f16)][B K-contiguous][tile width]`.
+type Table = [[[Option<KernelId<GroupedHopperParams>>; 2]; 2]; 2];
+
+const fn table() -> Table {
+    let elements = [Element::Bf16, Element::F16];
+    let mut table = [[[None; 2]; 2]; 2];
+    let mut e = 0;
+    while e < 2 {
+        let mut b = 0;
+        while b < 2 {
+            let mut w = 0;
+            while w < 2 {
+                table[e][b][w] = id(Kind {
+                    module: Module::Sm90a,
+                    element: elements[e],
+                    a_k_contiguous: true,
+                    b_k_contiguous: b == 1,
+                    family: Family::HopperGrouped { bn: WIDTHS[w] },
+                });
+                w += 1;
+            }
+            b += 1;
+        }
+        e += 1;
+    }
+    table
+}
+
+const TABLE: Table = table();
+
+const _: () = {
+    // Every slot is built: the planner never finds a hole.
+    let mut e = 0;
+    while e < 2 {
+        let mut b = 0;
+        while b < 2 {
+            let mut w = 0;
+            while w < 2 {
+                assert!(TABLE[e][b][w].is_some(), "a grouped tile without an entry");
+                w += 1;
+            }
+            b += 1;
+        }
+        e += 1;
+    }
+};
+
+/// What the planner chose: the entry point and its tile width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GroupedPlan {
+    entry: KernelId<GroupedHopperParams>,
+    bn: u32,
+}
+
+/// The grouped Hopper kernels of a device (the sm90a module's).
+pub(crate) struct GroupedKernels {
+    entries: Arc<Entries>,
+    sms: usize,
+}
+
+/// `gg`'s call over every group as one dense descriptor (the groups as its batch, A and C
+/// shared): what the copy engine's rules and the kernel parameters are checked and built on.
+pub(crate) fn whole(gg: &GroupedGemm) -> Gemm {
+    let mut g = gg.gemm;
+    g.a.batch_stride = 0;
+    g.c.batch_stride = 0;
+    g
+}
+
+impl GroupedKernels {
+    pub(crate) fn new(entries: &Arc<Entries>, sms: usize) -> Self {
+        GroupedKernels {
+            entries: entries.clone(),
+            sms: sms.max(1),
+        }
+    }
+
+    /// The plan for `gg` on `p`, or why the grouped kernels cannot run it. Host arithmetic
+    /// only.
+    pub(crate) fn plan(
+        &self,
+        gg: &GroupedGemm,
+        p: &GemmPointers,
+    ) -> Result<GroupedPlan, Unsupported> {
+        let g = whole(gg);
+        if gg.split != GroupSplit::Rows
+            || g.a.layout != Layout::RowMajor
+            || g.c.mode == OutputMode::AccumulateF32
+        {
+            return Err(Unsupported::GroupedForm);
+        }
+        let e = match g.a.dtype {
+            DType::BF16 => 0,
+            DType::F16 => 1,
+            dtype => return Err(Unsupported::Element { dtype }),
+        };
+        // The copy engine reads A and B as the dense Hopper kernels do; C is stored from
+        // registers in pairs, which its rule for C (16-byte units) covers too.
+        can_implement(&g, p.a as usize, p.b as usize, p.c as usize)?;
+        // The kernel counts tiles in 32 bits (`kernels-gpu/src/hopper/grouped.rs`).
+        let (tiles_m, tiles_n) = (g.m.div_ceil(BM as usize), g.n.div_ceil(WIDTHS[0] as usize));
+        let most = (tiles_m + g.batch + 1).checked_mul(tiles_n);
+        if most.is_none_or(|t| t >= u32::MAX as usize) {
+            return Err(Unsupported::ExtentTooLarge);
+        }
+        let b_k = usize::from(g.b.layout == Layout::ColMajor);
+        let w = usize::from(g.n > WIDTHS[0] as usize);
+        let entry = TABLE[e][b_k][w].ok_or(Unsupported::NotBuilt)?;
+        Ok(GroupedPlan {
+            entry,
+            bn: WIDTHS[w],
+        })
+    }
+
+    /// Launches `plan` for `gg` with the group ends at device address `ends`.
+    ///
+    /// # Safety
+    /// 1. `p` points to device buffers of the current context valid for the whole call's
+    ///    extents, C overlaps no input, and they outlive the work on `stream`, a stream of
+    ///    this context or null.
+    /// 2. `ends` is a device address of this context holding `gg.groups()` `i32`s for as long.
+    /// 3. `plan` is this planner's plan of `gg` on `p`, and the call is not empty (M, N and
+    ///    the groups all non-zero).
+    pub(crate) unsafe fn launch(
+        &self,
+        plan: &GroupedPlan,
+        gg: &GroupedGemm,
+        ends: *const i32,
+        p: &GemmPointers,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let kernel = self.entries.get(plan.entry)?;
+        let map_err = |message: String| Error::Launch {
+            kernel: kernel.spec().name.to_string(),
+            message,
+        };
+        let g = whole(gg);
+        let b_k = g.b.layout == Layout::ColMajor;
+        let map_a = operand_map(&g.a, true, p.a as usize, g.m, g.k, 1, BM).map_err(map_err)?;
+        let map_b =
+            operand_map(&g.b, b_k, p.b as usize, g.n, g.k, g.batch, plan.bn).map_err(map_err)?;
+        let gemm = gemm_params(&g, p, BM, plan.bn);
+        let params = GroupedHopperParams {
+            base: HopperParams {
+                map_a,
+                map_b,
+                map_c: TensorMap { opaque: [0; 16] },
+                gemm,
+            },
+            group_ends: ends as u64,
+            reserved: 0,
+        };
+        // Persistent: at most one block per SM, and no more than the tiles there can be
+        // (each group adds at most one partial tile row, the rows past the last group one).
+        let most_tiles = (gemm.tiles_m + gemm.batch + 1) * gemm.tiles_n;
+        let grid = most_tiles.min(self.sms as u64) as u32;
+        // SAFETY: the plan accepted the call (the maps describe the caller's buffers, valid
+        // for the work on `stream`); the kernel reads `ends` (the caller's contract); a plain
+        // launch of whole blocks.
+        unsafe { kernel.launch(grid, &params, stream, &mut []) }
+    }
+}
