@@ -105,13 +105,19 @@ pub fn a_captured_cuda_graph_replays_the_same_bits(t: Target) {
     assert!(t.is_cuda(), "CUDA graphs are a GPU matter");
     let Some(run) = Runner::new(t) else { return };
     let mut rng = Rng::new(0x0c1_0002);
-    // N = 385 is no whole number of 16-byte units, which the Hopper path needs.
-    let n = if t == Target::CudaHopper { 384 } else { 385 };
+    // N = 385 and K = 1027 (A's leading dimension) are no whole numbers of 16-byte units,
+    // which the Hopper path needs.
+    let (n, k) = if t == Target::CudaHopper {
+        (384, 1024)
+    } else {
+        (385, 1027)
+    };
     let g = Gemm {
         bias: Some(DType::F32),
         tier: t.tier(),
-        ..Gemm::dense(513, n, 1027, DType::BF16)
+        ..Gemm::dense(513, n, k, DType::BF16)
     };
+    assert!(t.takes(&g, [0, 0, 0]), "{t:?} runs the captured call");
     // The graph helpers work on `gpu_support`'s problem type.
     let p =
         super::gpu_support::Problem::random(g, &mut super::gpu_support::Rng::new(rng.next_u64()));
