@@ -87,18 +87,16 @@ def pick_tier(tier: object, tensor_cores: Optional[bool] = None) -> str:
 
 
 def resolve_tier(tier: str, device: torch.device, dtype: torch.dtype) -> Tier:
-    """The tier a call runs on. ``"auto"`` asks the device's engine: tensor cores for
-    bf16/f16 on a GPU whose engine reports the tier, the scalar tier otherwise. An explicit
-    tier is never replaced: if the device cannot run it, the engine's error says why."""
+    """The tier a call runs on. ``"auto"`` is the device's engine's choice
+    (``sgemm_bi_engine_resolve_tier``, the one policy of Rust, C and Python: tensor cores for
+    bf16/f16 on a GPU whose engine runs them, the scalar tier otherwise). An explicit tier is
+    never replaced: if the device cannot run it, the engine's error says why."""
     if tier == "scalar":
         return Tier.SCALAR
     if tier == "tensor_cores":
         return Tier.TENSOR_CORES
     check_tier(tier)
-    if dtype in (torch.bfloat16, torch.float16) and device.type == "cuda":
-        if Tier.TENSOR_CORES in engine_for(device).capabilities.tiers:
-            return Tier.TENSOR_CORES
-    return Tier.SCALAR
+    return engine_for(device).resolve_tier(Tier.AUTO, dtype)
 
 
 # -- checking ------------------------------------------------------------------------------
