@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use proptest::prelude::{proptest, ProptestConfig};
+use proptest::prelude::{prop_assert, prop_assert_eq, proptest, ProptestConfig};
 use sgemm_bi::{
     DType, Engine, Error, ErrorOperand, Gemm, GroupOffsets, GroupSplit, GroupedGemm, Layout,
     Operand, Output, OutputMode, Tier,
@@ -621,5 +621,49 @@ proptest! {
         let mut want = Buf::filled(dtype, c_len, 0);
         case.dense(&cpu(), &offsets, &mut want);
         assert_same_bits(&got, &want, &format!("{split} {dtype} {tier} {offsets:?}"));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any offsets: a call either succeeds with each group's dense bits, or fails with
+    /// `BadOffsets` naming the first bad group and C untouched, exactly as a check written
+    /// here from the documentation decides (one end per group, non-decreasing from 0, none
+    /// past the rows).
+    #[test]
+    fn any_offsets_are_run_or_rejected_before_anything_is_written(
+        seed in 0u64..u64::MAX,
+        raw in proptest::collection::vec(-3i32..40, 0..7),
+        groups in 1usize..6,
+    ) {
+        let mut rng = Rng::new(seed);
+        let (tokens, k, n) = (30, 8, 5);
+        let case = rows_case(DType::F32, Tier::Scalar, Layout::RowMajor, (tokens, k, n, groups), true, &mut rng);
+        let first_bad = if raw.len() != groups {
+            Some(raw.len().min(groups))
+        } else {
+            let mut previous = 0i32;
+            raw.iter().position(|&end| {
+                let bad = end < previous || end as i64 > tokens as i64;
+                previous = end;
+                bad
+            })
+        };
+        let mut got = Buf::sentinel(DType::F32, tokens * n);
+        let result = case.run(&cpu(), &raw, &mut got);
+        match first_bad {
+            Some(group) => {
+                let err = result.unwrap_err();
+                prop_assert!(matches!(err, Error::BadOffsets { group: g, .. } if g == group), "{raw:?}: {err}");
+                prop_assert_eq!(got.all_bits(), Buf::sentinel(DType::F32, tokens * n).all_bits());
+            }
+            None => {
+                result.unwrap();
+                let mut want = Buf::filled(DType::F32, tokens * n, 0);
+                case.dense(&cpu(), &raw, &mut want);
+                prop_assert_eq!(got.all_bits(), want.all_bits());
+            }
+        }
     }
 }
