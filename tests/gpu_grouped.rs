@@ -89,8 +89,20 @@ fn on_cpu(
     bias: Option<&HostBuf>,
     c_len: usize,
 ) -> HostBuf {
+    let c0 = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
+    on_cpu_from(gg, offsets, a, b, bias, c0)
+}
+
+/// The CPU engine's C for `gg`, starting from `c0`.
+fn on_cpu_from(
+    gg: &GroupedGemm,
+    offsets: &[i32],
+    a: &HostBuf,
+    b: &HostBuf,
+    bias: Option<&HostBuf>,
+    mut c: HostBuf,
+) -> HostBuf {
     let cpu = Engine::new(sgemm_bi::Device::Cpu).unwrap();
-    let mut c = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
     cpu.grouped_gemm_host(
         gg,
         offsets,
@@ -150,11 +162,19 @@ fn grouped_calls_give_the_cpu_bits_with_host_and_device_offsets() {
                 GroupSplit::Columns => (40, 700, 128, 8),
                 GroupSplit::Reduction => (128, 96, 900, 12),
             };
-            let (gg, a, b, bias, c_len) = case(split, dtype, tier, dims, &mut rng);
+            let (mut gg, a, b, bias, c_len) = case(split, dtype, tier, dims, &mut rng);
+            // The weight gradient accumulated into f32 (the reduction split's other mode).
+            if split == GroupSplit::Reduction && dtype == DType::BF16 {
+                gg.gemm.c.mode = OutputMode::AccumulateF32;
+            }
             let total = gg.total();
             let offsets = routing(&mut rng, gg.groups(), total);
-            let want = on_cpu(&gg, &offsets, &a, &b, bias.as_ref(), c_len);
-            let poison = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
+            // Accumulating starts from random values (a poisoned C would give NaN everywhere).
+            let poison = match gg.gemm.c.mode {
+                OutputMode::AccumulateF32 => HostBuf::random(DType::F32, c_len, &mut rng),
+                mode => HostBuf::poison(mode.dtype(), c_len),
+            };
+            let want = on_cpu_from(&gg, &offsets, &a, &b, bias.as_ref(), poison.clone());
             let d_offsets = offsets_on_device(&offsets);
             for device_offsets in [false, true] {
                 let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);

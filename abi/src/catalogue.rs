@@ -127,6 +127,9 @@ pub enum Family {
     /// The Hopper kernels' grouped form (`hopper::grouped`): (BM, bn) tiles of each group's
     /// rows, cooperative consumers, no clusters, the group ends read on the device.
     HopperGrouped { bn: u32 },
+    /// The grouped form for a split reduction (`hopper::grouped::gemm_reduction`, the
+    /// experts' weight gradient): (BM, bn) tiles of each group's C over the group's K range.
+    HopperGroupedReduction { bn: u32 },
 }
 
 /// `.maxntid` and `.minnctapersm` of an entry: what rustc cannot say in Rust source, and
@@ -157,9 +160,9 @@ impl Family {
             Family::ScalarRows { .. } => (scalar::rows::THREADS, 2),
             Family::ScalarTiled { .. } => (scalar::THREADS, 2),
             Family::Mma { .. } => (tensor::THREADS, 2),
-            Family::Hopper { .. } | Family::HopperGrouped { .. } => {
-                (hopper::threads(hopper::BM), 1)
-            }
+            Family::Hopper { .. }
+            | Family::HopperGrouped { .. }
+            | Family::HopperGroupedReduction { .. } => (hopper::threads(hopper::BM), 1),
         };
         LaunchBounds {
             max_threads,
@@ -171,7 +174,9 @@ impl Family {
     pub const fn param(self) -> ParamKind {
         match self {
             Family::Hopper { .. } => ParamKind::Hopper,
-            Family::HopperGrouped { .. } => ParamKind::GroupedHopper,
+            Family::HopperGrouped { .. } | Family::HopperGroupedReduction { .. } => {
+                ParamKind::GroupedHopper
+            }
             _ => ParamKind::Gemm,
         }
     }
@@ -190,7 +195,9 @@ impl Family {
             }
             Family::Mma { .. } => (tensor::BM, tensor::BN),
             Family::Hopper { bm, bn, .. } => (bm, bn),
-            Family::HopperGrouped { bn } => (hopper::BM, bn),
+            Family::HopperGrouped { bn } | Family::HopperGroupedReduction { bn } => {
+                (hopper::BM, bn)
+            }
         }
     }
 
@@ -198,7 +205,9 @@ impl Family {
     pub const fn threads(self) -> u32 {
         match self {
             Family::Hopper { bm, .. } => hopper::threads(bm),
-            Family::HopperGrouped { .. } => hopper::threads(hopper::BM),
+            Family::HopperGrouped { .. } | Family::HopperGroupedReduction { .. } => {
+                hopper::threads(hopper::BM)
+            }
             _ => self.launch_bounds().max_threads,
         }
     }
@@ -216,7 +225,9 @@ impl Family {
                 scalar::rows::smem_bytes(rows_per_warp, element.bytes())
             }
             Family::Mma { .. } => tensor::SMEM_BYTES,
-            Family::Hopper { .. } | Family::HopperGrouped { .. } => hopper::SMEM_BYTES,
+            Family::Hopper { .. }
+            | Family::HopperGrouped { .. }
+            | Family::HopperGroupedReduction { .. } => hopper::SMEM_BYTES,
         }
     }
 
@@ -244,6 +255,9 @@ impl Family {
                 },
             ) => bm == bm2 && bn == bn2 && cluster == cluster2 && schedule as u8 == schedule2 as u8,
             (Family::HopperGrouped { bn }, Family::HopperGrouped { bn: bn2 }) => bn == bn2,
+            (Family::HopperGroupedReduction { bn }, Family::HopperGroupedReduction { bn: bn2 }) => {
+                bn == bn2
+            }
             _ => false,
         }
     }
@@ -319,7 +333,9 @@ pub const fn find(kind: &Kind) -> Option<usize> {
 /// - `hopper`: name, element, A K-contiguous, B K-contiguous, BM, BN, cluster size,
 ///   schedule (`Cooperative` or `PingPong`);
 /// - `hopper_grouped`: name, element, B K-contiguous, BN (A is K-contiguous: the tokens'
-///   rows).
+///   rows);
+/// - `hopper_grouped_reduction`: name, element, BN (A M-contiguous, B N-contiguous: the
+///   tokens' rows of Xᵀ and of dY).
 ///
 /// Those of the tiled scalar entries' columns that only the device code uses (steps,
 /// `cp.async`, cursors) are per entry because ptxas decides them: `tests/ptx_vendored.rs`
@@ -525,6 +541,14 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_grouped_f16_r_n256 F16, false, 256;
                     sgemm_bi_hopper_grouped_f16_c_n256 F16, true, 256;
                 }
+                // Grouped, the reduction split (the experts' weight gradient: Xᵀ · dY over each
+                // group's tokens, A M-contiguous and B N-contiguous).
+                hopper_grouped_reduction {
+                    sgemm_bi_hopper_grouped_k_bf16_n128 Bf16, 128;
+                    sgemm_bi_hopper_grouped_k_bf16_n256 Bf16, 256;
+                    sgemm_bi_hopper_grouped_k_f16_n128 F16, 128;
+                    sgemm_bi_hopper_grouped_k_f16_n256 F16, 256;
+                }
             }
         }
     };
@@ -578,6 +602,11 @@ macro_rules! spec_table {
         $($name:ident $elem:ident, $b:literal, $bn:literal;)*) => {
         $(spec_table!(@one $all, $i, $name, $module, $elem, true, $b,
             Family::HopperGrouped { bn: $bn });)*
+    };
+    (@specs $all:ident, $i:ident, $module:ident, hopper_grouped_reduction
+        $($name:ident $elem:ident, $bn:literal;)*) => {
+        $(spec_table!(@one $all, $i, $name, $module, $elem, false, false,
+            Family::HopperGroupedReduction { bn: $bn });)*
     };
     (@tile wide) => { ScalarTile::Wide };
     (@tile narrow) => { ScalarTile::Narrow };

@@ -150,8 +150,9 @@ impl GroupedGemm {
     }
 
     /// The whole call as one dense descriptor, whose extents cover every group's buffers:
-    /// the per-group operand repeated `groups` times, the shared ones once.
-    fn whole(&self) -> Gemm {
+    /// the per-group operand repeated `groups` times (its batch stride), the shared ones
+    /// once (batch stride 0).
+    pub(crate) fn whole(&self) -> Gemm {
         let g = &self.gemm;
         let mut whole = *g;
         match self.split {

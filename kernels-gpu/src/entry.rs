@@ -7,7 +7,8 @@
 //! alignment). The sm90a module has
 //! `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_x2|_m<BM>]` (ping-pong
 //! consumers, `hopper::pingpong`; clusters of two; tiles of BM < 128 rows), and
-//! `sgemm_bi_hopper_grouped_<dtype>_<B layout>_n<BN>` (the grouped form, `hopper::grouped`),
+//! `sgemm_bi_hopper_grouped_<dtype>_<B layout>_n<BN>` and `sgemm_bi_hopper_grouped_k_<dtype>_n<BN>`
+//! (the grouped forms, rows split and reduction split, `hopper::grouped`),
 //! and `sgemm_bi_scalar_<dtype>_<A layout><B layout>_sm90`: the 128 × 128 scalar tiles with more
 //! k steps per loop trip, which ptxas fits in 128 registers only for sm_90
 //! (`scalar::config::wide`).
@@ -126,6 +127,31 @@ macro_rules! define_entries {
             // SAFETY: forwarded launch contract.
             unsafe {
                 hopper::grouped::gemm::<$elem, $b, $bn>(&p.base.gemm, p.group_ends, [map_a, map_b])
+            }
+        }
+    )*};
+
+    (@hopper_grouped_reduction $($name:ident $elem:ident, $bn:literal;)*) => {$(
+        /// Grouped Hopper tensor-core GEMM entry point, reduction split (see
+        /// `hopper::grouped::gemm_reduction`).
+        ///
+        /// # Safety
+        /// Launched by the host with a validated `GroupedHopperParams` (tensor maps of A, B
+        /// and C built for these layouts and this tile, the group ends in device memory),
+        /// `hopper::config::threads(BM)` threads and `hopper::config::SMEM_BYTES` of dynamic
+        /// shared memory.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: GroupedHopperParams) {
+            let map_a = crate::kernel_param_generic_address!($name, 0);
+            let map_b = crate::kernel_param_generic_address!($name, 128);
+            let map_c = crate::kernel_param_generic_address!($name, 256);
+            // SAFETY: forwarded launch contract.
+            unsafe {
+                hopper::grouped::gemm_reduction::<$elem, $bn>(
+                    &p.base.gemm,
+                    p.group_ends,
+                    [map_a, map_b, map_c],
+                )
             }
         }
     )*};

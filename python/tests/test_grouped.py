@@ -236,6 +236,24 @@ def test_gpu_grouped_mm_gives_the_cpu_bits_with_offsets_on_the_device(gen, dtype
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype,tier", CASES)
+def test_gpu_experts_weight_gradient_gives_the_cpu_bits(gen, dtype, tier) -> None:
+    """2-D × 2-D (the experts' weight gradient, Xᵀ · dY split by the offsets): on the H200's
+    tensor-core tier one grouped kernel with the offsets on the GPU."""
+    tokens, k, n, groups = 700, 256, 192, 12
+    x = rand(gen, tokens, k, dtype=dtype)
+    dy = rand(gen, tokens, n, dtype=dtype)
+    offs = routing(gen, groups, tokens - 4)
+    cpu = sgemm_bi.grouped_mm(x.t(), dy, offs=offs, tier=tier)
+    dev = torch.device("cuda")
+    gpu = sgemm_bi.grouped_mm(x.to(dev).t(), dy.to(dev), offs=offs.to(dev), tier=tier)
+    same_bits(gpu.cpu(), cpu)
+    for g, (s, e) in enumerate(ranges(offs)):
+        want = sgemm_bi.matmul(x[s:e].t().to(dev), dy[s:e].to(dev), tier=tier)
+        same_bits(gpu[g], want, f"group {g}")
+
+
+@pytest.mark.gpu
 def test_gpu_graph_capture_replays_the_bits_and_a_read_back_is_refused(gen) -> None:
     """The tensor-core tier runs device offsets in one grouped kernel that reads them (a
     capture works with them on the GPU or the CPU); the scalar tier reads them back, which a

@@ -2,25 +2,28 @@
 //! a grouped call whose offsets are in device memory, run as one kernel that reads them, so
 //! the host never waits for them and the call can be captured in a CUDA graph.
 //!
-//! The kernel runs each group's rows with the dense Hopper kernels' mainloop, so its bits
-//! are those of the group-by-group form (`Engine::grouped_gemm`), which runs where it does
-//! not apply: other splits, a column-major A, accumulate mode, f32 inputs, what the copy
-//! engine cannot describe, GPUs without the sm90a module.
+//! Two kernels: the rows split (torch's 2-D × 3-D: the experts' forward and input gradient;
+//! A row-major, C overwritten) and the reduction split (2-D × 2-D: the experts' weight
+//! gradient; A column-major, B row-major, C overwritten or accumulated). Both run each group
+//! with the dense Hopper kernels' mainloop, so their bits are those of the group-by-group
+//! form (`Engine::grouped_gemm`), which runs where they do not apply: the columns split,
+//! other layouts, f32 inputs, what the copy engine cannot describe, GPUs without the sm90a
+//! module.
 
 use std::sync::Arc;
 
 use cudarc::driver::sys;
 use sgemm_bi_abi::catalogue::{Element, Family, Kind, Module};
-use sgemm_bi_abi::hopper::BM;
+use sgemm_bi_abi::hopper::{BM, EPILOGUE_PIECE_BYTES, WG_M};
 use sgemm_bi_abi::params::{GroupedHopperParams, HopperParams, TensorMap};
 
 use super::catalogue::{id, Entries, KernelId};
-use super::hopper::{can_implement, operand_map};
+use super::hopper::{can_implement, encode_raw, operand_map};
 use super::kernel_abi::gemm_params;
 use super::plan::Unsupported;
 use crate::error::{Error, Result};
 use crate::grouped::{GroupSplit, GroupedGemm};
-use crate::types::{DType, Gemm, GemmPointers, Layout, OutputMode};
+use crate::types::{DType, GemmPointers, Layout, OutputMode};
 
 /// Tile widths the grouped kernels are built for.
 const WIDTHS: [u32; 2] = [128, 256];
@@ -55,6 +58,29 @@ const fn table() -> Table {
 
 const TABLE: Table = table();
 
+/// The reduction split's entries, `[element (bf16, f16)][tile width]`.
+const REDUCTION: [[Option<KernelId<GroupedHopperParams>>; 2]; 2] = {
+    let elements = [Element::Bf16, Element::F16];
+    let mut table = [[None; 2]; 2];
+    let mut e = 0;
+    while e < 2 {
+        let mut w = 0;
+        while w < 2 {
+            table[e][w] = id(Kind {
+                module: Module::Sm90a,
+                element: elements[e],
+                a_k_contiguous: false,
+                b_k_contiguous: false,
+                family: Family::HopperGroupedReduction { bn: WIDTHS[w] },
+            });
+            assert!(table[e][w].is_some(), "a grouped tile without an entry");
+            w += 1;
+        }
+        e += 1;
+    }
+    table
+};
+
 const _: () = {
     // Every slot is built: the planner never finds a hole.
     let mut e = 0;
@@ -79,19 +105,19 @@ pub(crate) struct GroupedPlan {
     bn: u32,
 }
 
+impl GroupedPlan {
+    fn reduction(&self) -> bool {
+        matches!(
+            self.entry.spec().kind.family,
+            Family::HopperGroupedReduction { .. }
+        )
+    }
+}
+
 /// The grouped Hopper kernels of a device (the sm90a module's).
 pub(crate) struct GroupedKernels {
     entries: Arc<Entries>,
     sms: usize,
-}
-
-/// `gg`'s call over every group as one dense descriptor (the groups as its batch, A and C
-/// shared): what the copy engine's rules and the kernel parameters are checked and built on.
-pub(crate) fn whole(gg: &GroupedGemm) -> Gemm {
-    let mut g = gg.gemm;
-    g.a.batch_stride = 0;
-    g.c.batch_stride = 0;
-    g
 }
 
 impl GroupedKernels {
@@ -109,11 +135,14 @@ impl GroupedKernels {
         gg: &GroupedGemm,
         p: &GemmPointers,
     ) -> Result<GroupedPlan, Unsupported> {
-        let g = whole(gg);
-        if gg.split != GroupSplit::Rows
-            || g.a.layout != Layout::RowMajor
-            || g.c.mode == OutputMode::AccumulateF32
-        {
+        let g = gg.whole();
+        let rows = gg.split == GroupSplit::Rows
+            && g.a.layout == Layout::RowMajor
+            && g.c.mode != OutputMode::AccumulateF32;
+        let reduction = gg.split == GroupSplit::Reduction
+            && g.a.layout == Layout::ColMajor
+            && g.b.layout == Layout::RowMajor;
+        if !rows && !reduction {
             return Err(Unsupported::GroupedForm);
         }
         let e = match g.a.dtype {
@@ -121,18 +150,22 @@ impl GroupedKernels {
             DType::F16 => 1,
             dtype => return Err(Unsupported::Element { dtype }),
         };
-        // The copy engine reads A and B as the dense Hopper kernels do; C is stored from
-        // registers in pairs, which its rule for C (16-byte units) covers too.
+        // The copy engine reads A and B as the dense Hopper kernels do; the rows split stores
+        // C from registers in pairs, which the rule for C (16-byte units) covers too.
         can_implement(&g, p.a as usize, p.b as usize, p.c as usize)?;
-        // The kernel counts tiles in 32 bits (`kernels-gpu/src/hopper/grouped.rs`).
+        // The rows split's kernel counts tiles in 32 bits (`kernels-gpu/src/hopper/grouped.rs`).
         let (tiles_m, tiles_n) = (g.m.div_ceil(BM as usize), g.n.div_ceil(WIDTHS[0] as usize));
         let most = (tiles_m + g.batch + 1).checked_mul(tiles_n);
         if most.is_none_or(|t| t >= u32::MAX as usize) {
             return Err(Unsupported::ExtentTooLarge);
         }
-        let b_k = usize::from(g.b.layout == Layout::ColMajor);
         let w = usize::from(g.n > WIDTHS[0] as usize);
-        let entry = TABLE[e][b_k][w].ok_or(Unsupported::NotBuilt)?;
+        let entry = if reduction {
+            REDUCTION[e][w]
+        } else {
+            TABLE[e][usize::from(g.b.layout == Layout::ColMajor)][w]
+        }
+        .ok_or(Unsupported::NotBuilt)?;
         Ok(GroupedPlan {
             entry,
             bn: WIDTHS[w],
@@ -161,25 +194,57 @@ impl GroupedKernels {
             kernel: kernel.spec().name.to_string(),
             message,
         };
-        let g = whole(gg);
-        let b_k = g.b.layout == Layout::ColMajor;
-        let map_a = operand_map(&g.a, true, p.a as usize, g.m, g.k, 1, BM).map_err(map_err)?;
+        let g = gg.whole();
+        let (a_k, b_k) = (
+            g.a.layout == Layout::RowMajor,
+            g.b.layout == Layout::ColMajor,
+        );
+        // A and B are shared by the groups (batch extent 1): the rows split's B has one entry
+        // per group.
+        let map_a = operand_map(&g.a, a_k, p.a as usize, g.m, g.k, 1, BM).map_err(map_err)?;
+        let b_batch = if plan.reduction() { 1 } else { g.batch };
         let map_b =
-            operand_map(&g.b, b_k, p.b as usize, g.n, g.k, g.batch, plan.bn).map_err(map_err)?;
+            operand_map(&g.b, b_k, p.b as usize, g.n, g.k, b_batch, plan.bn).map_err(map_err)?;
+        // The reduction split stores each group's C as the dense kernels do (boxes of 128
+        // bytes × one consumer warpgroup's rows, one batch entry per group); accumulate mode
+        // and the rows split store from registers.
+        let map_c = match g.c.mode {
+            OutputMode::Overwrite(dtype) if plan.reduction() => {
+                let box_cols = (EPILOGUE_PIECE_BYTES / WG_M) / dtype.size() as u32;
+                let dims = [box_cols, WG_M];
+                encode_raw(
+                    dtype,
+                    p.c as usize,
+                    g.n,
+                    g.m,
+                    g.c.ldc,
+                    g.batch,
+                    g.c.batch_stride,
+                    dims,
+                )
+                .map_err(map_err)?
+            }
+            _ => TensorMap { opaque: [0; 16] },
+        };
         let gemm = gemm_params(&g, p, BM, plan.bn);
         let params = GroupedHopperParams {
             base: HopperParams {
                 map_a,
                 map_b,
-                map_c: TensorMap { opaque: [0; 16] },
+                map_c,
                 gemm,
             },
             group_ends: ends as u64,
             reserved: 0,
         };
         // Persistent: at most one block per SM, and no more than the tiles there can be
-        // (each group adds at most one partial tile row, the rows past the last group one).
-        let most_tiles = (gemm.tiles_m + gemm.batch + 1) * gemm.tiles_n;
+        // (rows split: each group adds at most one partial tile row, the rows past the last
+        // group one; reduction split: every group has the same tiles).
+        let most_tiles = if plan.reduction() {
+            gemm.tiles_m * gemm.tiles_n * gemm.batch
+        } else {
+            (gemm.tiles_m + gemm.batch + 1) * gemm.tiles_n
+        };
         let grid = most_tiles.min(self.sms as u64) as u32;
         // SAFETY: the plan accepted the call (the maps describe the caller's buffers, valid
         // for the work on `stream`); the kernel reads `ends` (the caller's contract); a plain

@@ -32,6 +32,7 @@
 
 use super::config::{BM, BOX_BYTES, CONSUMER_REGS, PRODUCER_REGS, SWIZZLE_ELEMS, WG_M};
 use super::mainloop::{self, batch_coord, k_tiles, Stages};
+use super::walk::Walk;
 use super::ConsumerSchedule as _;
 use crate::arch::global::{st_global_b32, st_global_v2_b32};
 use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
@@ -401,4 +402,201 @@ unsafe fn store<const BN: u32, const WIDE: bool, const HAS_BIAS: bool>(
             }
         });
     });
+}
+
+/// The K range of group `g` of a split reduction: from the previous group's end to its own,
+/// each clamped into `0..=K` (and the end to at least the start), so that no range reaches
+/// outside the operands whatever the ends say.
+///
+/// # Safety
+/// `ends` is the device address of more than `g` `i32`s.
+#[inline(always)]
+unsafe fn k_range(ends: u64, g: u64, k: u64) -> (u64, u64) {
+    let end_of = |i: u64| {
+        // SAFETY: i ≤ g (forwarded contract).
+        let raw = unsafe { *(ends as *const i32).add(i as usize) };
+        if raw < 0 {
+            0
+        } else if raw as u64 > k {
+            k
+        } else {
+            raw as u64
+        }
+    };
+    let start = if g == 0 { 0 } else { end_of(g - 1) };
+    let end = end_of(g);
+    (start, if end < start { start } else { end })
+}
+
+/// The grouped kernel of a split reduction (torch's 2-D × 2-D `grouped_mm`, the experts'
+/// weight gradient): group g computes `C[g] = A[:, s..e] · B[s..e, :]` for its K range, with
+/// A M-contiguous (Xᵀ of the tokens' rows) and B N-contiguous (their output gradients), (BM,
+/// BN) tiles of each group's C in the shared order (the dense walk over `p.batch` groups),
+/// two cooperative consumers, no clusters.
+///
+/// Each group's chain is the dense call's over its `e − s` elements of K (the dense mainloop,
+/// [`mainloop::consume_k`]); the last K tile's box reaches past `e` into the next group's
+/// rows, which the consumers make zeros in the stage before they read it, where the dense
+/// call's copy engine would have filled zeros. A group with no K gives the empty chain's
+/// +0.0. C is stored as the dense kernels store it (the copy engine, or accumulate mode).
+///
+/// # Safety
+/// `p` describes the whole call (`p.k` the K of all groups, `p.batch` ≥ 1 groups, C one batch
+/// entry per group) on buffers valid for the spans the host validated; `ends` is the device
+/// address of `p.batch` `i32`s; `maps` are the tensor maps of A, B (batch extent 1) and C
+/// (one batch entry per group; zeros in accumulate mode), `host/src/cuda/grouped.rs`; the
+/// block has `config::threads(BM)` threads and `config::SMEM_BYTES` of dynamic shared memory.
+#[inline(always)]
+pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32>(
+    p: &GemmParams,
+    ends: u64,
+    maps: [u64; 3],
+) {
+    let [map_a, map_b, map_c] = maps;
+    let tid = _thread_idx_x() as u32;
+    let wg = tid / 128;
+    let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
+    if tid == 0 {
+        // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
+        unsafe { st.init(1, super::Cooperative::readers(BM)) };
+    }
+    bar_sync();
+    griddepcontrol_wait();
+    griddepcontrol_launch_dependents();
+    // SAFETY: a block of a grid of whole blocks, no clusters.
+    let walk = unsafe { Walk::<1>::new(p, 0) };
+    if wg == 0 {
+        setmaxnreg_dec::<PRODUCER_REGS>();
+        if tid == 0 {
+            // SAFETY: forwarded contract.
+            unsafe {
+                prefetch_tensormap(map_a);
+                prefetch_tensormap(map_b);
+                produce_reduction::<BN>(p, ends, &st, map_a, map_b, &walk);
+            }
+        }
+    } else {
+        setmaxnreg_inc::<CONSUMER_REGS>();
+        // SAFETY: forwarded contract; the kind is the launch's output mode.
+        unsafe {
+            by_store_kind!(
+                p,
+                consume_reduction::<E, BN>(p, ends, &st, &walk, tid, map_c)
+            )
+        }
+    }
+}
+
+/// The producer of [`gemm_reduction`]: for each tile, the K tiles of its group's range.
+///
+/// # Safety
+/// One thread of the block, the barriers initialised; as for [`gemm_reduction`].
+#[inline(always)]
+unsafe fn produce_reduction<const BN: u32>(
+    p: &GemmParams,
+    ends: u64,
+    st: &Stages<BN, BM>,
+    map_a: u64,
+    map_b: u64,
+    walk: &Walk<1>,
+) {
+    let mut it = 0u32;
+    let (mut tile, step) = walk.range();
+    while tile < walk.count() {
+        let t = walk.tile::<BM, BN>(tile);
+        // SAFETY: group t.batch < p.batch (forwarded contract).
+        let (start, end) = unsafe { k_range(ends, t.batch, p.k) };
+        let kt_count = (end - start).div_ceil(super::config::BK as u64) as u32;
+        let (m0, n0) = (t.m0 as i32, t.n0 as i32);
+        for kt in 0..kt_count {
+            let s = it % Stages::<BN, BM>::COUNT;
+            let parity = (it / Stages::<BN, BM>::COUNT) & 1;
+            let full = st.full(s);
+            let k0 = (start + u64::from(kt * super::config::BK)) as i32;
+            // SAFETY (all): as in `produce`.
+            unsafe {
+                Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
+                mbarrier_arrive_expect_tx(full, super::config::stage_bytes(BN, BM));
+                for i in 0..BM / SWIZZLE_ELEMS {
+                    let m = m0 + (i * SWIZZLE_ELEMS) as i32;
+                    cp_async_bulk_tensor_3d(st.a(s) + i * BOX_BYTES, map_a, m, k0, 0, full);
+                }
+                for i in 0..BN / SWIZZLE_ELEMS {
+                    let n = n0 + (i * SWIZZLE_ELEMS) as i32;
+                    cp_async_bulk_tensor_3d(st.b(s) + i * BOX_BYTES, map_b, n, k0, 0, full);
+                }
+            }
+            it += 1;
+        }
+        tile += step;
+    }
+}
+
+/// A consumer warpgroup of [`gemm_reduction`]: for each tile, its group's chain, then the
+/// store `STORE` (`super::store_kind`).
+///
+/// # Safety
+/// As for [`gemm_reduction`]; every thread of consumer warpgroup `tid / 128` (≥ 1) calls it
+/// together, and `STORE` is the kind of `p.out_mode`.
+#[inline(always)]
+unsafe fn consume_reduction<E: WgmmaElement, const BN: u32, const STORE: u32>(
+    p: &GemmParams,
+    ends: u64,
+    st: &Stages<BN, BM>,
+    walk: &Walk<1>,
+    tid: u32,
+    map_c: u64,
+) {
+    let (wg, wtid) = (tid / 128 - 1, tid % 128);
+    let mut it = 0u32;
+    let mut issued = 0u32;
+    let (mut tile, step) = walk.range();
+    while tile < walk.count() {
+        let t = walk.tile::<BM, BN>(tile);
+        // SAFETY: group t.batch < p.batch (forwarded contract).
+        let (start, end) = unsafe { k_range(ends, t.batch, p.k) };
+        let active = t.m0 + u64::from(wg * WG_M) < p.m;
+        // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
+        let acc = unsafe {
+            if active {
+                mainloop::consume_k::<E, false, false, BN, BM, true, 1, false, true>(
+                    end - start,
+                    st,
+                    wg,
+                    wtid,
+                    &mut it,
+                    || {},
+                )
+            } else {
+                mainloop::consume_k::<E, false, false, BN, BM, false, 1, false, true>(
+                    end - start,
+                    st,
+                    wg,
+                    wtid,
+                    &mut it,
+                    || {},
+                )
+            }
+        };
+        if active {
+            let pieces = st.epilogue(wg);
+            // SAFETY: forwarded contract; the warpgroup's barrier (1 + wg) and epilogue
+            // pieces are its own.
+            unsafe {
+                super::epilogue::store_part::<BN, BM, 0, STORE>(
+                    p,
+                    &t,
+                    wg,
+                    wg,
+                    wtid,
+                    &acc,
+                    pieces,
+                    map_c,
+                    &mut issued,
+                )
+            };
+        }
+        tile += step;
+    }
+    super::epilogue::drain(tid % 128);
 }

@@ -18,7 +18,11 @@ use crate::arch::mbarrier::{
     fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
     mbarrier_try_wait_parity,
 };
-use crate::arch::tma::{cp_async_bulk_tensor_3d, cp_async_bulk_tensor_3d_multicast};
+use crate::arch::shared::st_shared_v4_b32;
+use crate::arch::sync::bar_sync_named;
+use crate::arch::tma::{
+    cp_async_bulk_tensor_3d, cp_async_bulk_tensor_3d_multicast, fence_proxy_async_shared_cta,
+};
 use crate::arch::wgmma::{wgmma_commit_group, wgmma_fence, wgmma_fence_operands, wgmma_wait_group};
 use crate::element::WgmmaElement;
 use crate::params::GemmParams;
@@ -300,6 +304,46 @@ unsafe fn mma_half_step<E: WgmmaElement, const A_K: bool, const B_K: bool, const
     }
 }
 
+/// Zeros k rows `from..to` of stage `s` that consumer warpgroup `wg` reads: its 64-row box of
+/// the (M-contiguous) A tile and every box of the (N-contiguous) B tile, each k row one whole
+/// 128-byte row of a box (so the swizzle, which permutes 16-byte chunks inside a row, does
+/// not matter). Both warpgroups write the same zeros into B. Then makes the writes visible to
+/// the tensor cores (the async proxy) and waits for the warpgroup's threads.
+///
+/// # Safety
+/// Every thread of consumer warpgroup `wg` calls it together, after stage `s` landed and
+/// before its wgmmas; `from ≤ to ≤ BK`; named barrier `1 + wg` is the warpgroup's.
+#[inline(always)]
+unsafe fn zero_k_rows<const BN: u32, const BM: u32>(
+    st: &Stages<BN, BM>,
+    s: u32,
+    wg: u32,
+    tid: u32,
+    from: u32,
+    to: u32,
+) {
+    const CHUNKS_PER_ROW: u32 = 128 / 16;
+    let chunks = (to - from) * CHUNKS_PER_ROW;
+    let boxes = 1 + BN / SWIZZLE_ELEMS;
+    let mut c = tid;
+    while c < chunks * boxes {
+        // SAFETY: the loop runs only when chunks > 0 (no panic path in the PTX).
+        unsafe { core::hint::assert_unchecked(chunks != 0) };
+        let (bx, within) = (c / chunks, c % chunks);
+        let base = if bx == 0 {
+            st.a(s) + wg * BOX_BYTES
+        } else {
+            st.b(s) + (bx - 1) * BOX_BYTES
+        };
+        let at = base + (from + within / CHUNKS_PER_ROW) * 128 + (within % CHUNKS_PER_ROW) * 16;
+        // SAFETY: inside stage s (a row below BK of a box of the stage).
+        unsafe { st_shared_v4_b32(at, [0; 4]) };
+        c += 128;
+    }
+    fence_proxy_async_shared_cta();
+    bar_sync_named::<128>(1 + wg);
+}
+
 /// One stage's part of the chain for one consumer warpgroup: waits for stage `s` to land,
 /// issues its first `STEPS` k16 steps as one wgmma group (ascending k), and once the
 /// previous group has completed releases the previous stage (`release`, when there is one).
@@ -323,6 +367,7 @@ unsafe fn stage_steps<
     const ACTIVE: bool,
     const CLUSTER: u32,
     const PINGPONG: bool,
+    const ZERO: bool,
 >(
     st: &Stages<BN, BM>,
     acc: &mut [f32; 128],
@@ -331,9 +376,14 @@ unsafe fn stage_steps<
     s: u32,
     parity: u32,
     release: Option<u32>,
+    zero_from: u32,
 ) {
     // SAFETY: initialised barrier.
     unsafe { Stages::<BN, BM>::wait(st.full(s), parity) };
+    if ZERO && ACTIVE {
+        // SAFETY: stage s has landed; forwarded contract.
+        unsafe { zero_k_rows::<BN, BM>(st, s, wg, tid, zero_from, STEPS * MMA_K) };
+    }
     if ACTIVE {
         wgmma_fence_operands(acc);
         wgmma_fence();
@@ -404,6 +454,47 @@ pub unsafe fn consume<
     it: &mut u32,
     on_issued: impl FnOnce(),
 ) -> [f32; 128] {
+    // SAFETY: forwarded contract.
+    unsafe {
+        consume_k::<E, A_K, B_K, BN, BM, ACTIVE, CLUSTER, PINGPONG, false>(
+            p.k, st, wg, tid, it, on_issued,
+        )
+    }
+}
+
+/// [`consume`] over `k` elements of K. With `ZERO_TAIL` (M- and N-contiguous operands
+/// only), the rows of a last partial K tile at and past `k` are made zeros in the stage
+/// before its steps read them: the grouped weight gradient's K range ends inside the
+/// operands, where the copy engine copies the next group's rows instead of its zero fill
+/// (`super::grouped`). The chain is then exactly the dense one over `k`.
+///
+/// # Safety
+/// As for [`consume`].
+#[inline(always)]
+pub unsafe fn consume_k<
+    E: WgmmaElement,
+    const A_K: bool,
+    const B_K: bool,
+    const BN: u32,
+    const BM: u32,
+    const ACTIVE: bool,
+    const CLUSTER: u32,
+    const PINGPONG: bool,
+    const ZERO_TAIL: bool,
+>(
+    k: u64,
+    st: &Stages<BN, BM>,
+    wg: u32,
+    tid: u32,
+    it: &mut u32,
+    on_issued: impl FnOnce(),
+) -> [f32; 128] {
+    const {
+        assert!(
+            !ZERO_TAIL || (!A_K && !B_K && !PINGPONG),
+            "a zeroed tail is whole 128-byte rows of M- and N-contiguous boxes"
+        )
+    };
     const {
         assert!(
             !PINGPONG || (BN == 128 && BM == 2 * WG_M),
@@ -415,16 +506,17 @@ pub unsafe fn consume<
     // SAFETY: all-zero bits are +0.0 for every element.
     let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
     const FULL: u32 = BK / MMA_K;
-    let whole = (p.k / BK as u64) as u32;
-    let tail_steps = ((p.k % BK as u64) as u32).div_ceil(MMA_K);
+    let whole = (k / BK as u64) as u32;
+    let kr = (k % BK as u64) as u32;
+    let tail_steps = kr.div_ceil(MMA_K);
     let mut prev: Option<u32> = None;
     for _ in 0..whole {
         let s = *it % Stages::<BN, BM>::COUNT;
         let parity = (*it / Stages::<BN, BM>::COUNT) & 1;
         // SAFETY: forwarded contract.
         unsafe {
-            stage_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER, PINGPONG>(
-                st, &mut acc, wg, tid, s, parity, prev,
+            stage_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER, PINGPONG, false>(
+                st, &mut acc, wg, tid, s, parity, prev, 0,
             )
         };
         prev = Some(s);
@@ -436,18 +528,20 @@ pub unsafe fn consume<
         // SAFETY (all arms): forwarded contract.
         unsafe {
             match tail_steps {
-                1 => stage_steps::<E, A_K, B_K, BN, BM, 1, ACTIVE, CLUSTER, PINGPONG>(
-                    st, &mut acc, wg, tid, s, parity, prev,
+                1 => stage_steps::<E, A_K, B_K, BN, BM, 1, ACTIVE, CLUSTER, PINGPONG, ZERO_TAIL>(
+                    st, &mut acc, wg, tid, s, parity, prev, kr,
                 ),
-                2 => stage_steps::<E, A_K, B_K, BN, BM, 2, ACTIVE, CLUSTER, PINGPONG>(
-                    st, &mut acc, wg, tid, s, parity, prev,
+                2 => stage_steps::<E, A_K, B_K, BN, BM, 2, ACTIVE, CLUSTER, PINGPONG, ZERO_TAIL>(
+                    st, &mut acc, wg, tid, s, parity, prev, kr,
                 ),
-                3 => stage_steps::<E, A_K, B_K, BN, BM, 3, ACTIVE, CLUSTER, PINGPONG>(
-                    st, &mut acc, wg, tid, s, parity, prev,
+                3 => stage_steps::<E, A_K, B_K, BN, BM, 3, ACTIVE, CLUSTER, PINGPONG, ZERO_TAIL>(
+                    st, &mut acc, wg, tid, s, parity, prev, kr,
                 ),
-                _ => stage_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER, PINGPONG>(
-                    st, &mut acc, wg, tid, s, parity, prev,
-                ),
+                _ => {
+                    stage_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER, PINGPONG, ZERO_TAIL>(
+                        st, &mut acc, wg, tid, s, parity, prev, kr,
+                    )
+                }
             }
         }
         prev = Some(s);
