@@ -20,6 +20,10 @@ mod gpu_support;
 mod invariance;
 #[path = "contract/repeat.rs"]
 mod repeat;
+#[path = "contract/special_values.rs"]
+mod special_values;
+#[path = "common/specials.rs"]
+mod specials;
 #[path = "contract/target.rs"]
 mod target;
 
@@ -95,4 +99,14 @@ contract_tests! {
     repeat::a_captured_cuda_graph_replays_the_same_bits: [
         cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
     ];
+    special_values::planted_special_values_match: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    special_values::few_row_calls_with_special_values_match: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    special_values::dense_specials_in_every_output_mode_and_bias: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    special_values::ieee_special_cases_by_hand: [cpu_scalar, cuda_scalar];
 }
