@@ -16,6 +16,8 @@ mod common;
 #[path = "gpu_support/mod.rs"]
 mod gpu_support;
 
+#[path = "contract/auto_tier.rs"]
+mod auto_tier;
 #[path = "contract/invariance.rs"]
 mod invariance;
 #[path = "contract/repeat.rs"]
@@ -109,4 +111,7 @@ contract_tests! {
         cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
     ];
     special_values::ieee_special_cases_by_hand: [cpu_scalar, cuda_scalar];
+    auto_tier::auto_tier_is_the_tier_resolve_tier_names: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
 }

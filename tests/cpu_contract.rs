@@ -582,31 +582,6 @@ fn cpu_engine_runs_both_tiers() {
     assert_eq!(engine.compute_capability(), None);
 }
 
-/// `Tier::Auto` on the CPU backend is the scalar tier for every input dtype: the same bits
-/// as the scalar reference, and `resolve_tier` says so; a tier asked for by name stays
-/// itself.
-#[test]
-fn auto_tier_on_the_cpu_is_the_scalar_tier() {
-    let engine = cpu();
-    let mut rng = Rng::new(17);
-    for dtype in [DType::F32, DType::BF16, DType::F16] {
-        assert_eq!(engine.resolve_tier(Tier::Auto, dtype), Tier::Scalar);
-        assert_eq!(engine.resolve_tier(Tier::Scalar, dtype), Tier::Scalar);
-        let mut s = Shape::new(67, 45, 129, dtype);
-        s.bias = Some(DType::F32);
-        let mut case = Case::build(&s, &mut rng);
-        let scalar = case.expected();
-        case.g.tier = Tier::Auto;
-        assert_same_bits(&case.run(&engine), &scalar, "auto tier");
-    }
-    for dtype in [DType::BF16, DType::F16] {
-        assert_eq!(
-            engine.resolve_tier(Tier::TensorCores, dtype),
-            Tier::TensorCores
-        );
-    }
-}
-
 fn random_case(p: &RandomCall) -> Case {
     let dtype = DTYPES[p.dtype];
     let mut s = Shape::new(p.m, p.n, p.k, dtype);

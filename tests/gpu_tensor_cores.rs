@@ -378,42 +378,6 @@ fn empty_and_long_k() {
     }
 }
 
-/// `Tier::Auto` on a GPU: tensor cores for bf16 and f16 inputs, the scalar tier for f32,
-/// as `resolve_tier` says, with the bits of the tier it names.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn auto_tier_picks_tensor_cores_for_16_bit_inputs() {
-    let Some(gpu) = gpu_engine() else { return };
-    let stream = RawStream::new();
-    let mut rng = Rng::new(0xa070);
-    for dtype in [DType::BF16, DType::F16, DType::F32] {
-        let named = if dtype == DType::F32 {
-            Tier::Scalar
-        } else {
-            Tier::TensorCores
-        };
-        assert_eq!(gpu.resolve_tier(Tier::Auto, dtype), named, "{dtype}");
-        let g = Gemm {
-            bias: Some(DType::F32),
-            tier: Tier::Auto,
-            ..Gemm::dense(130, 72, 200, dtype)
-        };
-        let p = Problem::random(g, &mut rng);
-        let auto = p.on_gpu(&gpu, &stream);
-        let by_name = Problem {
-            g: Gemm { tier: named, ..g },
-            a: p.a.clone(),
-            b: p.b.clone(),
-            bias: p.bias.clone(),
-            c0: p.c0.clone(),
-        }
-        .on_gpu(&gpu, &stream);
-        if let Some((i, x, y)) = first_difference(&auto, &by_name) {
-            panic!("{dtype}: element {i} auto {x:#x}, {named} {y:#x}");
-        }
-    }
-}
-
 /// Calls queued back to back on one stream, each reading what the call before it wrote, or
 /// overwriting what it read, or accumulating into what it accumulated into, give the bits
 /// of the same calls run one at a time: the stream's order holds for every path's kernels,
