@@ -28,6 +28,8 @@ mod special_values;
 mod specials;
 #[path = "contract/target.rs"]
 mod target;
+#[path = "contract/triad.rs"]
+mod triad;
 
 use target::Target;
 
@@ -113,5 +115,30 @@ contract_tests! {
     special_values::ieee_special_cases_by_hand: [cpu_scalar, cuda_scalar];
     auto_tier::auto_tier_is_the_tier_resolve_tier_names: [
         cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::forward_matches_the_math: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::backward_dw_matches_the_math: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::backward_dx_matches_the_math: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::dw_accumulates_micro_batches_in_f32: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::kn_and_nk_weights_give_identical_bits: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::raw_pointer_entry_points_match_the_descriptors: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    // K = 0 and empty outputs: calls the Hopper path declines (K ≥ 1, rows in 16-byte units).
+    triad::empty_batch_gives_zero_weight_gradient: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync,
+    ];
+    triad::zero_feature_layers: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync,
     ];
 }

@@ -320,39 +320,6 @@ fn accuracy_against_f64_over_a_shape_sweep() {
     );
 }
 
-/// Forward, dW (both output modes) and dX of a layer, both weight layouts, on the tier.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn the_training_triad_runs_on_tensor_cores() {
-    let Some(gpu) = gpu_engine() else { return };
-    let stream = RawStream::new();
-    let mut rng = Rng::new(0x7c_0009);
-    for dtype in DTYPES {
-        for weight in [sgemm_bi::WeightLayout::KN, sgemm_bi::WeightLayout::NK] {
-            let l = sgemm_bi::Linear {
-                m: 301,
-                k: 257,
-                n: 136,
-                dtype,
-                weight,
-                tier: Tier::TensorCores,
-            };
-            for g in [
-                l.forward(Some(DType::F32)),
-                l.forward(Some(dtype)),
-                l.backward_dw(OutputMode::AccumulateF32),
-                l.backward_dw(OutputMode::Overwrite(dtype)),
-                l.backward_dx(),
-            ] {
-                assert_eq!(g.tier, Tier::TensorCores);
-                let p = Problem::random(g, &mut rng);
-                let (got, _) = run_at(&gpu, &stream, &p, 0, 0);
-                check_output(&p, &got, &format!("{dtype} {weight:?} {g:?}"));
-            }
-        }
-    }
-}
-
 /// K = 0 gives the bias (or zeros); long K stays accurate.
 #[test]
 #[ignore = "needs a CUDA GPU"]

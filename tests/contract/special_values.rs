@@ -59,20 +59,6 @@ const GPU_SHAPES: [(usize, usize, usize); 11] = [
     (300, 264, 129),
 ];
 
-/// The CPU engine, where its bits are the ones a GPU target's tensor-core tier must give:
-/// on compute capability 9.0 (the scalar tier is compared with the CPU through
-/// [`Runner::expected`]).
-fn cpu_model(run: &Runner) -> Option<Engine> {
-    if !run.target.is_cuda() || run.target.tier() != Tier::TensorCores {
-        return None;
-    }
-    if run.engine.compute_capability() != Some((9, 0)) {
-        eprintln!("not sm_90: the tensor-core bits are not compared with the CPU's model");
-        return None;
-    }
-    Some(super::common::cpu())
-}
-
 /// The case of `shape` for `run`'s tier: on a GPU's tensor-core tier with A's, B's and C's
 /// rows in whole 16-byte units (as the Hopper path needs, and as every path is run here).
 fn case_for(run: &Runner, shape: &Shape, rng: &mut Rng) -> Case {
@@ -225,7 +211,7 @@ fn rows_alone(run: &Runner, case: &Case, full: &Buf, rng: &mut Rng, what: &str) 
 /// CPU) batches drawn at random.
 pub fn planted_special_values_match(t: Target) {
     let Some(run) = Runner::new(t) else { return };
-    let model = cpu_model(&run);
+    let model = run.cpu_model();
     let mut rng = Rng::new(0x5bec_1a15);
     let (shapes, pairs): (&[_], usize) = if t.is_cuda() {
         (&GPU_SHAPES, 4)
@@ -290,7 +276,7 @@ pub fn planted_special_values_match(t: Target) {
 /// K is taken).
 pub fn few_row_calls_with_special_values_match(t: Target) {
     let Some(run) = Runner::new(t) else { return };
-    let model = cpu_model(&run);
+    let model = run.cpu_model();
     let mut rng = Rng::new(0x5bec_0002);
     let round8 = |x: usize| x.max(1).div_ceil(8) * 8;
     let (mut calls, mut total) = (0, Reached::default());
@@ -380,7 +366,7 @@ fn with_specials(dtype: DType, len: usize, rng: &mut Rng, rare: f64, common: f64
 /// NaN, Inf and finite values.
 pub fn dense_specials_in_every_output_mode_and_bias(t: Target) {
     let Some(run) = Runner::new(t) else { return };
-    let model = cpu_model(&run);
+    let model = run.cpu_model();
     let mut rng = Rng::new(11);
     // N in whole 16-byte units of every output dtype for the Hopper path.
     let n = if t == Target::CudaHopper { 32 } else { 31 };
