@@ -4,6 +4,10 @@
 //! `cargo test rows_do_not_depend_on_m` runs one contract on every target, `cargo test
 //! cuda_hopper` every contract on one.
 //!
+//! Bodies: batch invariance by slicing (`invariance`), run-to-run and graph replay
+//! (`repeat`), special values (`special_values`), the training triad (`triad`) and
+//! `Tier::Auto` (`auto_tier`).
+//!
 //! Targets: `cpu_scalar`, `cpu_tensor_model` (the CPU's model of the sm_90 tensor cores),
 //! `cuda_scalar`, `cuda_tensor_cores` (the planner's choice of path), `cuda_mma_sync` and
 //! `cuda_hopper` (the tensor-core tier restricted to one path, `Engine::with_tc_path`). The

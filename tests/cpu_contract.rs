@@ -1,7 +1,8 @@
 //! The scalar tier's bit contract (ARCHITECTURE.md C3, C5) on the CPU engine, checked bit
 //! for bit against the independent reference in `common`. The contracts every backend
-//! shares (C1 run-to-run, C2 invariance by slicing rows, columns and batch entries) are in
-//! `tests/contract.rs`, run there for this engine as `cpu_scalar`.
+//! shares (C1 run-to-run, C2 invariance by slicing rows, columns and batch entries, special
+//! values, the training triad, `Tier::Auto`) are in `tests/contract.rs`, run there for this
+//! engine as `cpu_scalar`.
 //!
 //! Every check compares whole C buffers, including the elements a call must not write
 //! (ldc padding, gaps between batch entries, a guard after the span), which hold a NaN

@@ -1,7 +1,8 @@
 //! The scalar tier on a CUDA GPU: bit identity with the CPU backend over a sweep of shapes,
 //! layouts, dtypes and batches (C3, C5), and over the kernels the planner picks between.
 //! The contracts every target shares (batch and N invariance by slicing, run-to-run,
-//! stream and engine independence, CUDA graph replay) are in `tests/contract.rs`, run there
+//! stream and engine independence, CUDA graph replay, special values, the training triad,
+//! `Tier::Auto`) are in `tests/contract.rs`, run there
 //! for this tier as `cuda_scalar`. Every test needs a GPU, so all are `#[ignore]`d: CI
 //! reports them as ignored; `bash .gpu/run` runs them on the GPU host.
 

@@ -3,7 +3,8 @@
 //! every output written and nothing else; the mma.sync and Hopper paths (and the Hopper
 //! path's clustered and ping-pong kernels) give the same bits. The contracts every target
 //! shares (batch, N and batch-count invariance by slicing, across the two loaders too;
-//! run-to-run, stream and engine independence; CUDA graph replay) are in
+//! run-to-run, stream and engine independence; CUDA graph replay; special values; the
+//! training triad; `Tier::Auto`) are in
 //! `tests/contract.rs`, run there for this tier's paths as `cuda_tensor_cores`,
 //! `cuda_mma_sync` and `cuda_hopper`. Every test needs a GPU, so all are `#[ignore]`d: CI
 //! reports them as ignored; `bash .gpu/run` runs them on the GPU host.
