@@ -4,6 +4,10 @@
 //! `cargo test rows_do_not_depend_on_m` runs one contract on every target, `cargo test
 //! cuda_hopper` every contract on one.
 //!
+//! Bodies: batch invariance by slicing (`invariance`), run-to-run and graph replay
+//! (`repeat`), special values (`special_values`), the training triad (`triad`) and
+//! `Tier::Auto` (`auto_tier`).
+//!
 //! Targets: `cpu_scalar`, `cpu_tensor_model` (the CPU's model of the sm_90 tensor cores),
 //! `cuda_scalar`, `cuda_tensor_cores` (the planner's choice of path), `cuda_mma_sync` and
 //! `cuda_hopper` (the tensor-core tier restricted to one path, `Engine::with_tc_path`). The
@@ -16,12 +20,20 @@ mod common;
 #[path = "gpu_support/mod.rs"]
 mod gpu_support;
 
+#[path = "contract/auto_tier.rs"]
+mod auto_tier;
 #[path = "contract/invariance.rs"]
 mod invariance;
 #[path = "contract/repeat.rs"]
 mod repeat;
+#[path = "contract/special_values.rs"]
+mod special_values;
+#[path = "common/specials.rs"]
+mod specials;
 #[path = "contract/target.rs"]
 mod target;
+#[path = "contract/triad.rs"]
+mod triad;
 
 use target::Target;
 
@@ -94,5 +106,43 @@ contract_tests! {
     ];
     repeat::a_captured_cuda_graph_replays_the_same_bits: [
         cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    special_values::planted_special_values_match: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    special_values::few_row_calls_with_special_values_match: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    special_values::dense_specials_in_every_output_mode_and_bias: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    special_values::ieee_special_cases_by_hand: [cpu_scalar, cuda_scalar];
+    auto_tier::auto_tier_is_the_tier_resolve_tier_names: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::forward_matches_the_math: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::backward_dw_matches_the_math: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::backward_dx_matches_the_math: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::dw_accumulates_micro_batches_in_f32: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::kn_and_nk_weights_give_identical_bits: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    triad::raw_pointer_entry_points_match_the_descriptors: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync, cuda_hopper,
+    ];
+    // K = 0 and empty outputs: calls the Hopper path declines (K ≥ 1, rows in 16-byte units).
+    triad::empty_batch_gives_zero_weight_gradient: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync,
+    ];
+    triad::zero_feature_layers: [
+        cpu_scalar, cpu_tensor_model, cuda_scalar, cuda_tensor_cores, cuda_mma_sync,
     ];
 }

@@ -1,7 +1,8 @@
 //! The scalar tier's bit contract (ARCHITECTURE.md C3, C5) on the CPU engine, checked bit
 //! for bit against the independent reference in `common`. The contracts every backend
-//! shares (C1 run-to-run, C2 invariance by slicing rows, columns and batch entries) are in
-//! `tests/contract.rs`, run there for this engine as `cpu_scalar`.
+//! shares (C1 run-to-run, C2 invariance by slicing rows, columns and batch entries, special
+//! values, the training triad, `Tier::Auto`) are in `tests/contract.rs`, run there for this
+//! engine as `cpu_scalar`.
 //!
 //! Every check compares whole C buffers, including the elements a call must not write
 //! (ldc padding, gaps between batch entries, a guard after the span), which hold a NaN
@@ -410,118 +411,6 @@ fn dense_descriptor_accepts_zero_dimensions() {
     }
 }
 
-/// Builds one input of the special-values test: random values with NaN (with a payload),
-/// ±Inf, -0.0 and subnormals planted at random places.
-fn with_specials(dtype: DType, len: usize, rng: &mut Rng, rare: f64, common: f64) -> Buf {
-    let mut buf = Buf::random(dtype, len, rng, NARROW);
-    let (nan, inf, neg_zero, sub_max) = match dtype {
-        DType::F32 => (
-            0x7FC0_1234u32,
-            0x7F80_0000u32,
-            0x8000_0000u32,
-            0x007F_FFFFu32,
-        ),
-        DType::BF16 => (0x7FC5, 0x7F80, 0x8000, 0x007F),
-        DType::F16 => (0x7E05, 0x7C00, 0x8000, 0x03FF),
-    };
-    let sign = if dtype == DType::F32 {
-        0x8000_0000
-    } else {
-        0x8000
-    };
-    for i in 0..len {
-        if rng.chance(rare) {
-            let v = match rng.below(4) {
-                0 => nan,
-                1 => nan | sign, // negative NaN
-                2 => inf,
-                _ => inf | sign,
-            };
-            buf.set_bits(i, v);
-        } else if rng.chance(common) {
-            let v = match rng.below(3) {
-                0 => neg_zero,
-                1 => 0,
-                _ => 1 + rng.next_u32() % sub_max, // a subnormal
-            };
-            buf.set_bits(i, v | if rng.bool() { sign } else { 0 });
-        }
-    }
-    buf
-}
-
-/// NaN (with payloads and signs), ±Inf, ±0.0 and subnormals in A, B, the bias and (in
-/// accumulate mode) C give the reference's bits, with canonical NaNs in every output dtype.
-#[test]
-fn special_values() {
-    let engine = cpu();
-    let mut rng = Rng::new(11);
-    for dtype in DTYPES {
-        for mode in OUT_MODES {
-            for bias in bias_choices(dtype) {
-                let mut s = Shape::new(29, 31, 40, dtype);
-                s.mode = mode;
-                s.bias = bias;
-                s.la = rng.pick(&LAYOUTS);
-                s.lb = rng.pick(&LAYOUTS);
-                let mut case = Case::build(&s, &mut rng);
-                case.a = with_specials(dtype, case.a.len(), &mut rng, 0.004, 0.15);
-                case.b = with_specials(dtype, case.b.len(), &mut rng, 0.004, 0.15);
-                // A few for sure: +Inf, -Inf and NaN rows of A, an +Inf column of B.
-                let (inf, nan) = match dtype {
-                    DType::F32 => (0x7F80_0000, 0xFFC0_0001),
-                    DType::BF16 => (0x7F80, 0xFFC1),
-                    DType::F16 => (0x7C00, 0xFE01),
-                };
-                let sign = if dtype == DType::F32 {
-                    0x8000_0000
-                } else {
-                    0x8000
-                };
-                let (ga, gb) = (case.g.a, case.g.b);
-                case.a.set_bits(at(ga.layout, ga.ld, 0, 1), inf);
-                case.a.set_bits(at(ga.layout, ga.ld, 1, 2), inf | sign);
-                case.a.set_bits(at(ga.layout, ga.ld, 2, 0), nan);
-                case.b.set_bits(at(gb.layout, gb.ld, 5, 3), inf);
-                if let Some(d) = bias {
-                    case.bias = Some(with_specials(d, s.n + GUARD, &mut rng, 0.05, 0.2));
-                }
-                if mode == OutputMode::AccumulateF32 {
-                    let c = with_specials(DType::F32, case.c.len(), &mut rng, 0.03, 0.2);
-                    for i in 0..s.m {
-                        for j in 0..s.n {
-                            case.c
-                                .set_bits(i * case.g.c.ldc + j, c.bits(i * case.g.c.ldc + j));
-                        }
-                    }
-                }
-                let want = case.expected();
-                // The inputs do reach every kind of output.
-                let (mut nans, mut infs, mut finite) = (0, 0, 0);
-                for i in 0..s.m * s.n {
-                    let v = want.get(i);
-                    if v.is_nan() {
-                        nans += 1;
-                    } else if v.is_infinite() {
-                        infs += 1;
-                    } else {
-                        finite += 1;
-                    }
-                }
-                assert!(
-                    nans > 0 && infs > 0 && finite > 0,
-                    "{nans} NaN, {infs} Inf, {finite} finite"
-                );
-                assert_same_bits(
-                    &case.run(&engine),
-                    &want,
-                    &format!("special values {dtype} {mode:?} bias {bias:?}"),
-                );
-            }
-        }
-    }
-}
-
 /// f32 inputs with products, sums and biases in the subnormal range, and subnormal inputs
 /// with normal products: no flush to zero anywhere.
 #[test]
@@ -692,31 +581,6 @@ fn cpu_engine_runs_both_tiers() {
     assert!(engine.supports(Tier::TensorCores));
     assert!(engine.supports(Tier::Auto));
     assert_eq!(engine.compute_capability(), None);
-}
-
-/// `Tier::Auto` on the CPU backend is the scalar tier for every input dtype: the same bits
-/// as the scalar reference, and `resolve_tier` says so; a tier asked for by name stays
-/// itself.
-#[test]
-fn auto_tier_on_the_cpu_is_the_scalar_tier() {
-    let engine = cpu();
-    let mut rng = Rng::new(17);
-    for dtype in [DType::F32, DType::BF16, DType::F16] {
-        assert_eq!(engine.resolve_tier(Tier::Auto, dtype), Tier::Scalar);
-        assert_eq!(engine.resolve_tier(Tier::Scalar, dtype), Tier::Scalar);
-        let mut s = Shape::new(67, 45, 129, dtype);
-        s.bias = Some(DType::F32);
-        let mut case = Case::build(&s, &mut rng);
-        let scalar = case.expected();
-        case.g.tier = Tier::Auto;
-        assert_same_bits(&case.run(&engine), &scalar, "auto tier");
-    }
-    for dtype in [DType::BF16, DType::F16] {
-        assert_eq!(
-            engine.resolve_tier(Tier::TensorCores, dtype),
-            Tier::TensorCores
-        );
-    }
 }
 
 fn random_case(p: &RandomCall) -> Case {

@@ -1,7 +1,8 @@
 //! The scalar tier on a CUDA GPU: bit identity with the CPU backend over a sweep of shapes,
 //! layouts, dtypes and batches (C3, C5), and over the kernels the planner picks between.
 //! The contracts every target shares (batch and N invariance by slicing, run-to-run,
-//! stream and engine independence, CUDA graph replay) are in `tests/contract.rs`, run there
+//! stream and engine independence, CUDA graph replay, special values, the training triad,
+//! `Tier::Auto`) are in `tests/contract.rs`, run there
 //! for this tier as `cuda_scalar`. Every test needs a GPU, so all are `#[ignore]`d: CI
 //! reports them as ignored; `bash .gpu/run` runs them on the GPU host.
 
@@ -130,38 +131,6 @@ fn scalar_tier_matches_cpu_bit_for_bit_over_a_shape_sweep() {
         }
     }
     println!("{cases} random descriptors identical on CPU and GPU");
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn the_training_triad_matches_cpu_for_both_weight_layouts() {
-    let Some(gpu) = gpu_engine() else { return };
-    let cpu = Engine::new(Device::Cpu).unwrap();
-    let stream = RawStream::new();
-    let mut rng = Rng::new(7);
-    for dtype in DTYPES {
-        for weight in [sgemm_bi::WeightLayout::KN, sgemm_bi::WeightLayout::NK] {
-            let l = sgemm_bi::Linear {
-                m: 301,
-                k: 257,
-                n: 129,
-                dtype,
-                weight,
-                tier: Tier::Scalar,
-            };
-            for g in [
-                l.forward(Some(DType::F32)),
-                l.forward(Some(dtype)),
-                l.backward_dw(OutputMode::AccumulateF32),
-                l.backward_dw(OutputMode::Overwrite(dtype)),
-                l.backward_dx(),
-            ] {
-                let p = Problem::random(g, &mut rng);
-                let (want, got) = (p.on_cpu(&cpu), p.on_gpu(&gpu, &stream));
-                assert_eq!(first_difference(&want, &got), None, "{g:?}");
-            }
-        }
-    }
 }
 
 /// A scalar-tier call of one batch entry, `m × k × n` in `dtype`, with leading dimensions

@@ -3,7 +3,8 @@
 //! every output written and nothing else; the mma.sync and Hopper paths (and the Hopper
 //! path's clustered and ping-pong kernels) give the same bits. The contracts every target
 //! shares (batch, N and batch-count invariance by slicing, across the two loaders too;
-//! run-to-run, stream and engine independence; CUDA graph replay) are in
+//! run-to-run, stream and engine independence; CUDA graph replay; special values; the
+//! training triad; `Tier::Auto`) are in
 //! `tests/contract.rs`, run there for this tier's paths as `cuda_tensor_cores`,
 //! `cuda_mma_sync` and `cuda_hopper`. Every test needs a GPU, so all are `#[ignore]`d: CI
 //! reports them as ignored; `bash .gpu/run` runs them on the GPU host.
@@ -320,39 +321,6 @@ fn accuracy_against_f64_over_a_shape_sweep() {
     );
 }
 
-/// Forward, dW (both output modes) and dX of a layer, both weight layouts, on the tier.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn the_training_triad_runs_on_tensor_cores() {
-    let Some(gpu) = gpu_engine() else { return };
-    let stream = RawStream::new();
-    let mut rng = Rng::new(0x7c_0009);
-    for dtype in DTYPES {
-        for weight in [sgemm_bi::WeightLayout::KN, sgemm_bi::WeightLayout::NK] {
-            let l = sgemm_bi::Linear {
-                m: 301,
-                k: 257,
-                n: 136,
-                dtype,
-                weight,
-                tier: Tier::TensorCores,
-            };
-            for g in [
-                l.forward(Some(DType::F32)),
-                l.forward(Some(dtype)),
-                l.backward_dw(OutputMode::AccumulateF32),
-                l.backward_dw(OutputMode::Overwrite(dtype)),
-                l.backward_dx(),
-            ] {
-                assert_eq!(g.tier, Tier::TensorCores);
-                let p = Problem::random(g, &mut rng);
-                let (got, _) = run_at(&gpu, &stream, &p, 0, 0);
-                check_output(&p, &got, &format!("{dtype} {weight:?} {g:?}"));
-            }
-        }
-    }
-}
-
 /// K = 0 gives the bias (or zeros); long K stays accurate.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -374,42 +342,6 @@ fn empty_and_long_k() {
             let (got, _) = run_at(&gpu, &stream, &p, 0, 0);
             let rel = check_output(&p, &got, &format!("{m}×{n}×{k} {dtype}"));
             println!("{m}×{n}×{k} {dtype}: relative error {rel:.2e}");
-        }
-    }
-}
-
-/// `Tier::Auto` on a GPU: tensor cores for bf16 and f16 inputs, the scalar tier for f32,
-/// as `resolve_tier` says, with the bits of the tier it names.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn auto_tier_picks_tensor_cores_for_16_bit_inputs() {
-    let Some(gpu) = gpu_engine() else { return };
-    let stream = RawStream::new();
-    let mut rng = Rng::new(0xa070);
-    for dtype in [DType::BF16, DType::F16, DType::F32] {
-        let named = if dtype == DType::F32 {
-            Tier::Scalar
-        } else {
-            Tier::TensorCores
-        };
-        assert_eq!(gpu.resolve_tier(Tier::Auto, dtype), named, "{dtype}");
-        let g = Gemm {
-            bias: Some(DType::F32),
-            tier: Tier::Auto,
-            ..Gemm::dense(130, 72, 200, dtype)
-        };
-        let p = Problem::random(g, &mut rng);
-        let auto = p.on_gpu(&gpu, &stream);
-        let by_name = Problem {
-            g: Gemm { tier: named, ..g },
-            a: p.a.clone(),
-            b: p.b.clone(),
-            bias: p.bias.clone(),
-            c0: p.c0.clone(),
-        }
-        .on_gpu(&gpu, &stream);
-        if let Some((i, x, y)) = first_difference(&auto, &by_name) {
-            panic!("{dtype}: element {i} auto {x:#x}, {named} {y:#x}");
         }
     }
 }

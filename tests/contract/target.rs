@@ -144,6 +144,21 @@ impl Runner {
         })
     }
 
+    /// The CPU engine where its bits are the ones this target must give beyond
+    /// [`Runner::expected`]: a GPU's tensor-core tier on compute capability 9.0, where the
+    /// CPU's model is the H200's bits. Another GPU family is not compared with it (a line
+    /// says so; `gpu_tc_model` is how to find out whether it matches).
+    pub fn cpu_model(&self) -> Option<Engine> {
+        if !self.target.is_cuda() || self.target.tier() != Tier::TensorCores {
+            return None;
+        }
+        if self.engine.compute_capability() != Some((9, 0)) {
+            eprintln!("not sm_90: the tensor-core bits are not compared with the CPU's model");
+            return None;
+        }
+        Some(Engine::new(Device::Cpu).expect("the CPU engine always exists"))
+    }
+
     /// A second engine of the same target (engine independence).
     pub fn second_engine(&self) -> Engine {
         self.target.engine().expect("a second engine")
