@@ -7,8 +7,8 @@
 //! starts, or on how many groups there are. [`GroupedGemm::group`] is that dense call; the
 //! CPU backend runs it group after group, the CUDA one either so (each group's dense kernel)
 //! or, for offsets in device memory on the Hopper path, as one grouped kernel that runs each
-//! group's rows with the dense kernels' mainloop (`kernels-gpu/src/hopper/grouped.rs`). Both
-//! give the dense calls' bits.
+//! group with the dense kernels' mainloop (`kernels-gpu/src/hopper/grouped.rs`). Both give
+//! the dense calls' bits.
 
 use crate::error::{Error, Operand as Which, Result};
 use crate::types::{Gemm, Layout};
@@ -267,11 +267,12 @@ pub enum GroupOffsets<'a> {
     /// In host memory: checked before anything runs, on every engine.
     Host(&'a [i32]),
     /// In device memory of a CUDA engine's context (torch's `offs` on the GPU). On the
-    /// tensor-core tier's Hopper path (sm_90, a rows split, row-major A, an overwritten C)
-    /// one grouped kernel reads them: nothing waits, the call can be captured in a CUDA
-    /// graph, and ends it cannot check are clamped (a decreasing end makes an empty group,
-    /// one past the rows is the last row), so they never make it read or write outside the
-    /// buffers. Elsewhere they are read back on the call's stream and checked as host
+    /// tensor-core tier's Hopper path (sm_90, bf16/f16; a rows split with a row-major A and
+    /// an overwritten C, or a reduction split with a column-major A and a row-major B) one
+    /// grouped kernel reads them: nothing waits, the call can be captured in a CUDA graph,
+    /// and ends it cannot check are clamped into the split dimension (a decreasing end makes
+    /// an empty group, one past the end is the end), so they never make it read or write
+    /// outside the buffers. Elsewhere they are read back on the call's stream and checked as host
     /// offsets are; that read waits for the stream, so it is refused during a CUDA graph
     /// capture ([`Error::Unsupported`]).
     Device(*const i32),

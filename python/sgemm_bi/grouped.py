@@ -29,11 +29,13 @@ Differentiable (the custom op ``torch.ops.sgemm_bi.grouped_mm``, with a fake ker
 calls of the engine too (and double backward works); a bias gradient is the fixed-order sum
 of its group's rows on the scalar tier.
 
-Offsets on the GPU: for 2-D × 3-D on the tensor-core tier of an H200 (sm_90; a row-major
-``mat_a``, bf16 or f16) one grouped kernel reads them on the GPU, so nothing waits and the
-call can be captured in a CUDA graph; there, offsets the kernel cannot check are clamped
-(a decreasing end makes an empty group, an end past the rows is the last row) and never make
-it touch memory outside the tensors. Every other call reads them back first (one wait for
+Offsets on the GPU: on the tensor-core tier of an H200 (sm_90, bf16 or f16), for 2-D × 3-D
+with a row-major ``mat_a`` and for 2-D × 2-D with a column-major ``mat_a`` (``x.t()``) and a
+row-major ``mat_b`` — the forward, the input gradient and the weight gradient of an MoE
+layer — one grouped kernel reads them on the GPU, so nothing waits and the call can be
+captured in a CUDA graph; there, offsets the kernel cannot check are clamped (a decreasing
+end makes an empty group, an end past the split dimension is its end) and never make it
+touch memory outside the tensors. Every other call reads them back first (one wait for
 the stream) and checks them (:class:`~sgemm_bi.errors.BadOffsetsError`), which a CUDA graph
 capture does not allow (:class:`~sgemm_bi.errors.UnsupportedError`): pass them on the CPU
 there.
