@@ -329,6 +329,11 @@ impl Engine {
         if ext.is_empty() {
             return Ok(());
         }
+        // The memory of the whole call, once: the groups' spans lie inside it, and nothing
+        // runs unless all of it is usable.
+        if let (Backend::Cuda(c), true) = (&self.backend, self.pointer_checks()) {
+            c.check_memory(&whole, &ext, &p)?;
+        }
         let mut end = 0;
         for (group, start, stop) in grouped::ranges(offsets) {
             // SAFETY: each group's spans lie inside the whole call's, which the caller
@@ -343,7 +348,7 @@ impl Engine {
         Ok(())
     }
 
-    /// One group's dense call.
+    /// One group's dense call (its memory already checked with the whole call's).
     ///
     /// # Safety
     /// `call`'s spans from `p`'s pointers lie inside buffers that are valid as
@@ -375,7 +380,7 @@ impl Engine {
                 Ok(())
             }
             // SAFETY: forwarded contract.
-            Backend::Cuda(c) => unsafe { c.gemm(g, &q, &ext, stream, self.pointer_checks()) },
+            Backend::Cuda(c) => unsafe { c.gemm(g, &q, &ext, stream, false) },
         }
     }
 

@@ -97,9 +97,7 @@ impl GroupedGemm {
     }
 
     /// The dense call of group `group`, which owns `start..end` of the split dimension
-    /// (`start <= end <= total`, not checked here). Also describes the part past the last
-    /// group's end that an overwriting call clears: pass `group` 0, `start..total` and take
-    /// [`GroupedGemm::cleared`] instead.
+    /// (`start <= end <= total`, not checked here).
     pub fn group(&self, group: usize, start: usize, end: usize) -> GroupCall {
         let g = &self.gemm;
         let single = Gemm { batch: 1, ..*g };

@@ -293,6 +293,17 @@ impl CudaBackend {
         }
     }
 
+    /// Checks where each buffer of `g` lies (its spans `ext`), as [`CudaBackend::gemm`] does
+    /// before a launch with `check_memory` (`pointers.rs`): a grouped call checks its whole
+    /// spans once, before its first group runs.
+    pub(crate) fn check_memory(&self, g: &Gemm, ext: &Extents, p: &GemmPointers) -> Result<()> {
+        self.loaded
+            .ctx
+            .bind_to_thread()
+            .map_err(driver_error("cuCtxSetCurrent"))?;
+        pointers::check(&self.loaded, g, ext, p)
+    }
+
     /// Runs the grouped call `gg`, whose group ends are at device address `ends`, as one
     /// grouped kernel that reads them (no wait for them; see `grouped.rs`), after the same
     /// alignment and memory checks as [`CudaBackend::gemm`] (and the ends' memory). `false`
@@ -329,7 +340,7 @@ impl CudaBackend {
             .bind_to_thread()
             .map_err(driver_error("cuCtxSetCurrent"))?;
         if check_memory {
-            pointers::check(&self.loaded, whole, ext, p)?;
+            self.check_memory(whole, ext, p)?;
             let bytes = std::mem::size_of::<i32>();
             pointers::check_buffer(
                 &self.loaded,
