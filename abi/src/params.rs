@@ -82,6 +82,31 @@ pub struct HopperParams {
 pub struct GroupedHopperParams {
     pub base: HopperParams,
     pub group_ends: u64,
-    /// Zero.
-    pub reserved: u64,
+    /// The device address of a [`GroupErrorRecord`] where the kernel reports the first group
+    /// whose end is out of order or out of range (0: report nothing).
+    pub errors: u64,
+}
+
+/// What a grouped kernel reports about its group ends, in memory the host can read without
+/// waiting (mapped host memory; `host/src/cuda/device_errors.rs`). One thread of the grid
+/// checks every end in order and, at the first bad one, writes `group` and `end`, fences,
+/// then sets `flag` to [`GroupErrorRecord::BAD_END`]; the host clears `flag` once it has
+/// read the record. Every launch that finds a bad end writes the same record, so the report
+/// does not depend on which blocks run first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupErrorRecord {
+    /// 0, or [`GroupErrorRecord::BAD_END`].
+    pub flag: u32,
+    /// The first group whose end is bad.
+    pub group: u32,
+    /// That end, as the kernel read it.
+    pub end: i32,
+    /// What the ends may not exceed: the rows (rows split) or K (reduction split).
+    pub limit: u32,
+}
+
+impl GroupErrorRecord {
+    /// `flag`: a group end below the previous end (or below 0), or past `limit`.
+    pub const BAD_END: u32 = 1;
 }

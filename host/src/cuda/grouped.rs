@@ -181,11 +181,15 @@ impl GroupedKernels {
     /// 2. `ends` is a device address of this context holding `gg.groups()` `i32`s for as long.
     /// 3. `plan` is this planner's plan of `gg` on `p`, and the call is not empty (M, N and
     ///    the groups all non-zero).
+    /// 4. `errors` is 0 or the device address of a `GroupErrorRecord` that stays valid for
+    ///    as long (the kernel may write it).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn launch(
         &self,
         plan: &GroupedPlan,
         gg: &GroupedGemm,
         ends: *const i32,
+        errors: u64,
         p: &GemmPointers,
         stream: sys::CUstream,
     ) -> Result<()> {
@@ -235,7 +239,7 @@ impl GroupedKernels {
                 gemm,
             },
             group_ends: ends as u64,
-            reserved: 0,
+            errors,
         };
         // Persistent: at most one block per SM, and no more than the tiles there can be
         // (rows split: each group adds at most one partial tile row, the rows past the last

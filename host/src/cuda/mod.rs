@@ -351,7 +351,8 @@ impl CudaBackend {
             )?;
         }
         // SAFETY: the caller's contract; the plan is the kernels' own for this call.
-        unsafe { kernels.launch(&plan, gg, ends, p, stream.0 as sys::CUstream) }?;
+        // No error record yet: bad ends are clamped, not reported.
+        unsafe { kernels.launch(&plan, gg, ends, 0, p, stream.0 as sys::CUstream) }?;
         Ok(true)
     }
 
