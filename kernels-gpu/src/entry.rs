@@ -7,7 +7,7 @@
 //! alignment). The sm90a module has
 //! `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_x2|_m<BM>]` (ping-pong
 //! consumers, `hopper::pingpong`; clusters of two; tiles of BM < 128 rows), and
-//! `sgemm_bi_hopper_grouped_<dtype>_<B layout>_n<BN>` and `sgemm_bi_hopper_grouped_k_<dtype>_n<BN>`
+//! `sgemm_bi_hopper_grouped_<dtype>_<B layout>_n<BN>[_x2]` and `sgemm_bi_hopper_grouped_k_<dtype>_n<BN>`
 //! (the grouped forms, rows split and reduction split, `hopper::grouped`),
 //! and `sgemm_bi_scalar_<dtype>_<A layout><B layout>_sm90`: the 128 × 128 scalar tiles with more
 //! k steps per loop trip, which ptxas fits in 128 registers only for sm_90
@@ -112,7 +112,7 @@ macro_rules! define_entries {
         }
     )*};
 
-    (@hopper_grouped $($name:ident $elem:ident, $b:literal, $bn:literal;)*) => {$(
+    (@hopper_grouped $($name:ident $elem:ident, $b:literal, $bn:literal, $c:literal;)*) => {$(
         /// Grouped Hopper tensor-core GEMM entry point (see `hopper::grouped`).
         ///
         /// # Safety
@@ -126,7 +126,12 @@ macro_rules! define_entries {
             let map_b = crate::kernel_param_generic_address!($name, 128);
             // SAFETY: forwarded launch contract.
             unsafe {
-                hopper::grouped::gemm::<$elem, $b, $bn>(&p.base.gemm, p.group_ends, [map_a, map_b])
+                hopper::grouped::gemm::<$elem, $b, $bn, $c>(
+                    &p.base.gemm,
+                    p.group_ends,
+                    p.errors,
+                    [map_a, map_b],
+                )
             }
         }
     )*};
@@ -150,6 +155,7 @@ macro_rules! define_entries {
                 hopper::grouped::gemm_reduction::<$elem, $bn>(
                     &p.base.gemm,
                     p.group_ends,
+                    p.errors,
                     [map_a, map_b, map_c],
                 )
             }

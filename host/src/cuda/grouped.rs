@@ -28,26 +28,34 @@ use crate::types::{DType, GemmPointers, Layout, OutputMode};
 /// Tile widths the grouped kernels are built for.
 const WIDTHS: [u32; 2] = [128, 256];
 
-/// `[element (bf16, f16)][B K-contiguous][tile width]`.
-type Table = [[[Option<KernelId<GroupedHopperParams>>; 2]; 2]; 2];
+/// The rows split's variants: (tile width, blocks per cluster). Clusters of two share each
+/// stage's B tile (the experts' weights, the bytes that dominate at MoE shapes) between
+/// neighbouring tiles of a group's rows.
+const VARIANTS: [(u32, u32); 3] = [(128, 1), (256, 1), (256, 2)];
+
+/// `[element (bf16, f16)][B K-contiguous][variant]`.
+type Table = [[[Option<KernelId<GroupedHopperParams>>; 3]; 2]; 2];
 
 const fn table() -> Table {
     let elements = [Element::Bf16, Element::F16];
-    let mut table = [[[None; 2]; 2]; 2];
+    let mut table = [[[None; 3]; 2]; 2];
     let mut e = 0;
     while e < 2 {
         let mut b = 0;
         while b < 2 {
-            let mut w = 0;
-            while w < 2 {
-                table[e][b][w] = id(Kind {
+            let mut v = 0;
+            while v < 3 {
+                table[e][b][v] = id(Kind {
                     module: Module::Sm90a,
                     element: elements[e],
                     a_k_contiguous: true,
                     b_k_contiguous: b == 1,
-                    family: Family::HopperGrouped { bn: WIDTHS[w] },
+                    family: Family::HopperGrouped {
+                        bn: VARIANTS[v].0,
+                        cluster: VARIANTS[v].1,
+                    },
                 });
-                w += 1;
+                v += 1;
             }
             b += 1;
         }
@@ -87,10 +95,10 @@ const _: () = {
     while e < 2 {
         let mut b = 0;
         while b < 2 {
-            let mut w = 0;
-            while w < 2 {
-                assert!(TABLE[e][b][w].is_some(), "a grouped tile without an entry");
-                w += 1;
+            let mut v = 0;
+            while v < 3 {
+                assert!(TABLE[e][b][v].is_some(), "a grouped tile without an entry");
+                v += 1;
             }
             b += 1;
         }
@@ -98,11 +106,12 @@ const _: () = {
     }
 };
 
-/// What the planner chose: the entry point and its tile width.
+/// What the planner chose: the entry point, its tile width and blocks per cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct GroupedPlan {
     entry: KernelId<GroupedHopperParams>,
     bn: u32,
+    cluster: u32,
 }
 
 impl GroupedPlan {
@@ -118,6 +127,26 @@ impl GroupedPlan {
 pub(crate) struct GroupedKernels {
     entries: Arc<Entries>,
     sms: usize,
+    clusters: ClusterChoice,
+}
+
+/// Whether the rows split runs in clusters of two: the planner's rule, or forced either way
+/// for benchmarks and tests (`SGEMM_BI_GROUPED_CLUSTER=1|2`, read once per device). Not a
+/// tuning knob: both give the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClusterChoice {
+    Auto,
+    Forced(u32),
+}
+
+impl ClusterChoice {
+    fn from_env() -> Self {
+        match std::env::var("SGEMM_BI_GROUPED_CLUSTER").as_deref() {
+            Ok("1") => ClusterChoice::Forced(1),
+            Ok("2") => ClusterChoice::Forced(2),
+            _ => ClusterChoice::Auto,
+        }
+    }
 }
 
 impl GroupedKernels {
@@ -125,6 +154,7 @@ impl GroupedKernels {
         GroupedKernels {
             entries: entries.clone(),
             sms: sms.max(1),
+            clusters: ClusterChoice::from_env(),
         }
     }
 
@@ -160,15 +190,38 @@ impl GroupedKernels {
             return Err(Unsupported::ExtentTooLarge);
         }
         let w = usize::from(g.n > WIDTHS[0] as usize);
-        let entry = if reduction {
-            REDUCTION[e][w]
-        } else {
-            TABLE[e][usize::from(g.b.layout == Layout::ColMajor)][w]
+        if reduction {
+            let entry = REDUCTION[e][w].ok_or(Unsupported::NotBuilt)?;
+            return Ok(GroupedPlan {
+                entry,
+                bn: WIDTHS[w],
+                cluster: 1,
+            });
         }
-        .ok_or(Unsupported::NotBuilt)?;
+        // Clusters of two pay off when the groups average two tile rows or more: the B tile
+        // a cluster shares then serves two tiles of rows; below that, the second block of a
+        // group's last cluster tile mostly has no rows and idles while its peer computes.
+        let cluster = match self.clusters {
+            ClusterChoice::Forced(c) => c,
+            ClusterChoice::Auto => {
+                if w == 1 && g.m >= 2 * BM as usize * g.batch {
+                    2
+                } else {
+                    1
+                }
+            }
+        };
+        let v = match (w, cluster) {
+            (0, _) => 0,
+            (_, 1) => 1,
+            _ => 2,
+        };
+        let entry = TABLE[e][usize::from(g.b.layout == Layout::ColMajor)][v]
+            .ok_or(Unsupported::NotBuilt)?;
         Ok(GroupedPlan {
             entry,
-            bn: WIDTHS[w],
+            bn: VARIANTS[v].0,
+            cluster: VARIANTS[v].1,
         })
     }
 
@@ -207,8 +260,10 @@ impl GroupedKernels {
         // per group.
         let map_a = operand_map(&g.a, a_k, p.a as usize, g.m, g.k, 1, BM).map_err(map_err)?;
         let b_batch = if plan.reduction() { 1 } else { g.batch };
+        // In a cluster each block copies 1 / cluster of the B tile.
+        let b_box = plan.bn / plan.cluster;
         let map_b =
-            operand_map(&g.b, b_k, p.b as usize, g.n, g.k, b_batch, plan.bn).map_err(map_err)?;
+            operand_map(&g.b, b_k, p.b as usize, g.n, g.k, b_batch, b_box).map_err(map_err)?;
         // The reduction split stores each group's C as the dense kernels do (boxes of 128
         // bytes × one consumer warpgroup's rows, one batch entry per group); accumulate mode
         // and the rows split store from registers.
@@ -241,18 +296,27 @@ impl GroupedKernels {
             group_ends: ends as u64,
             errors,
         };
-        // Persistent: at most one block per SM, and no more than the tiles there can be
-        // (rows split: each group adds at most one partial tile row, the rows past the last
-        // group one; reduction split: every group has the same tiles).
+        // Persistent: at most one block per SM, whole clusters, and no more clusters than
+        // the cluster tiles there can be (rows split: each group adds at most one partial
+        // cluster tile row, the rows past the last group one; reduction split: every group
+        // has the same tiles).
+        let cluster = plan.cluster;
         let most_tiles = if plan.reduction() {
             gemm.tiles_m * gemm.tiles_n * gemm.batch
         } else {
-            (gemm.tiles_m + gemm.batch + 1) * gemm.tiles_n
+            (gemm.tiles_m.div_ceil(u64::from(cluster)) + gemm.batch + 1) * gemm.tiles_n
         };
-        let grid = most_tiles.min(self.sms as u64) as u32;
+        let clusters = most_tiles.min((self.sms / cluster as usize).max(1) as u64) as u32;
+        let grid = clusters * cluster;
+        // SAFETY: `value` is a plain-data union; the attribute sets the member its id names.
+        let mut attributes: [sys::CUlaunchAttribute; 1] = unsafe { std::mem::zeroed() };
+        attributes[0].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attributes[0].value.clusterDim.x = cluster;
+        attributes[0].value.clusterDim.y = 1;
+        attributes[0].value.clusterDim.z = 1;
         // SAFETY: the plan accepted the call (the maps describe the caller's buffers, valid
-        // for the work on `stream`); the kernel reads `ends` (the caller's contract); a plain
-        // launch of whole blocks.
-        unsafe { kernel.launch(grid, &params, stream, &mut []) }
+        // for the work on `stream`); the kernel reads `ends` and may write `errors` (the
+        // caller's contract); the grid is whole clusters of the size the entry is built for.
+        unsafe { kernel.launch(grid, &params, stream, &mut attributes) }
     }
 }

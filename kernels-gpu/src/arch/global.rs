@@ -103,3 +103,22 @@ pub unsafe fn ld_global_v4_b32(addr: u64) -> [u32; 4] {
     };
     [x, y, z, w]
 }
+
+/// `st.release.sys.global.b32`: a store that every thread of the system — the host
+/// included, for mapped host memory — sees only after this thread's earlier writes.
+///
+/// # Safety
+/// `addr` is a 4-byte aligned global address (device or mapped host memory), valid for 4
+/// bytes of writes.
+#[inline(always)]
+pub unsafe fn st_global_release_sys_b32(addr: u64, v: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "st.release.sys.global.b32 [{a}], {x};",
+            a = in(reg64) addr,
+            x = in(reg32) v,
+            options(nostack)
+        )
+    };
+}

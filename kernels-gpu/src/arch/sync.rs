@@ -64,3 +64,20 @@ pub fn griddepcontrol_launch_dependents() {
     // SAFETY: a scheduling hint; touches no memory.
     unsafe { asm!("griddepcontrol.launch_dependents;", options(nostack)) };
 }
+
+/// `vote.sync.ballot.b32`: bit l set when lane l's `pred` holds, for every lane of the warp.
+#[inline(always)]
+pub fn ballot_sync(pred: bool) -> u32 {
+    let r: u32;
+    // SAFETY: every lane of the warp executes it together (full mask; callers keep it out of
+    // lane-dependent branches).
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.u32 p, {x}, 0; vote.sync.ballot.b32 {r}, p, 0xffffffff; }}",
+            x = in(reg32) u32::from(pred),
+            r = out(reg32) r,
+            options(nostack)
+        )
+    };
+    r
+}

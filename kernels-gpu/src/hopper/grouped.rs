@@ -31,19 +31,22 @@
 //! see; these it cannot.
 
 use super::config::{BM, BOX_BYTES, CONSUMER_REGS, PRODUCER_REGS, SWIZZLE_ELEMS, WG_M};
+use super::config::a_bytes;
 use super::mainloop::{self, batch_coord, k_tiles, Stages};
 use super::walk::Walk;
 use super::ConsumerSchedule as _;
-use crate::arch::global::{st_global_b32, st_global_v2_b32};
+use crate::arch::cluster::{cluster_ctarank, cluster_sync};
+use crate::arch::global::{st_global_b32, st_global_release_sys_b32, st_global_v2_b32};
 use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
 use crate::arch::shared::dyn_smem_base;
 use crate::arch::sync::{
-    bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec, setmaxnreg_inc,
+    ballot_sync, bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec,
+    setmaxnreg_inc,
 };
 use crate::arch::tma::{cp_async_bulk_tensor_3d, prefetch_tensormap};
 use crate::element::WgmmaElement;
 use crate::finish::{bias_at, finished_16, finished_f32};
-use crate::params::{GemmParams, BIAS_F32, BIAS_NONE, OUT_BF16, OUT_F32};
+use crate::params::{GemmParams, GroupErrorRecord, BIAS_F32, BIAS_NONE, OUT_BF16, OUT_F32};
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 
 /// One tile of one group. Rows, columns and counts are `u32`: the host sends only calls whose
@@ -77,24 +80,35 @@ fn div_rem(a: u32, b: u32) -> (u32, u32) {
 /// state: the call's sizes are read from the kernel parameter at each step, so that the
 /// consumers carry a handful of registers beside their accumulators (ptxas fits the whole
 /// kernel in 168 a thread).
-pub struct Groups {
-    /// This block's next tile, counted over all groups.
+///
+/// With clusters of `CLUSTER` blocks the cursor walks *cluster tiles* of `CLUSTER · BM` rows
+/// of a group (cluster c takes cluster tiles c, c + clusters, …) and the block of rank r
+/// computes rows `r · BM ..` of each, as the dense walk does (`super::walk`): the blocks of a
+/// cluster walk the same cluster tiles, so they fill and read the shared stages together. A
+/// block whose rows of a cluster tile lie past the group's end still walks it (no A copy,
+/// no MMA, no store).
+pub struct Groups<const CLUSTER: u32> {
+    /// This block's next cluster tile, counted over all groups.
     next: u32,
+    /// This block's rank in its cluster (0 without clusters).
+    rank: u32,
     group: u32,
     start: u32,
     end: u32,
-    /// Tiles of the groups before `group`, and tile rows of `group`.
+    /// Cluster tiles of the groups before `group`, and cluster tile rows of `group`.
     before: u32,
     tiles_m: u32,
 }
 
-impl Groups {
+impl<const CLUSTER: u32> Groups<CLUSTER> {
     /// # Safety
-    /// `ends` is the device address of `p.batch` (≥ 1) `i32`s; `p.tiles_n` ≥ 1.
+    /// `ends` is the device address of `p.batch` (≥ 1) `i32`s; `p.tiles_n` ≥ 1; `rank` is
+    /// this block's rank in its cluster of `CLUSTER` blocks laid out along x.
     #[inline(always)]
-    pub unsafe fn new(p: &GemmParams, ends: u64) -> Self {
+    pub unsafe fn new(p: &GemmParams, ends: u64, rank: u32) -> Self {
         let mut groups = Groups {
-            next: _block_idx_x() as u32,
+            next: _block_idx_x() as u32 / CLUSTER,
+            rank,
             group: 0,
             start: 0,
             end: 0,
@@ -107,7 +121,7 @@ impl Groups {
     }
 
     /// Reads the end of `self.group` (clamped to `start..=M`, or M for the rows past the
-    /// last group) and counts its tile rows.
+    /// last group) and counts its cluster tile rows.
     ///
     /// # Safety
     /// `self.group` ≤ `p.batch`.
@@ -127,7 +141,7 @@ impl Groups {
                 raw as u32
             }
         };
-        self.tiles_m = (self.end - self.start).div_ceil(BM);
+        self.tiles_m = (self.end - self.start).div_ceil(BM * CLUSTER);
     }
 
     /// This block's next tile, or `None` when it has none left.
@@ -159,10 +173,10 @@ impl Groups {
             GROUP_M
         };
         let (tn, tm) = div_rem(in_band, band_rows);
-        self.next += _grid_dim_x() as u32;
+        self.next += _grid_dim_x() as u32 / CLUSTER;
         Some(GroupTile {
             group: self.group,
-            m0: self.start + (first + tm) * BM,
+            m0: self.start + (first + tm) * BM * CLUSTER + self.rank * BM,
             n0: tn * BN,
             end: self.end,
             clear: u64::from(self.group) == p.batch,
@@ -170,44 +184,115 @@ impl Groups {
     }
 }
 
+/// Checks the group ends in order and reports the first bad one — below the previous end
+/// (group 0: below 0) or past `limit` — in the record at `errors` (`GroupErrorRecord`,
+/// mapped host memory the host reads without waiting). The kernels clamp bad ends, so they
+/// never reach outside the buffers; this only tells the caller. Each check reads 32 ends at
+/// once, one per lane, so a thousand groups cost a few dozen round trips to memory, while
+/// the block's copies and MMAs go on: the warp doing it has nothing else to do. Every launch
+/// that finds a bad end writes the same record.
+///
+/// # Safety
+/// The 32 lanes of one warp call it together; `ends` is the device address of `groups` `i32`s;
+/// `errors` the address of a `GroupErrorRecord` valid for writes.
+#[inline(always)]
+unsafe fn report_bad_ends(ends: u64, groups: u64, limit: u64, errors: u64, lane: u32) {
+    let mut base = 0u64;
+    while base < groups {
+        let g = base + u64::from(lane);
+        let read = |i: u64| {
+            // SAFETY: i < groups (forwarded contract).
+            i64::from(unsafe { *(ends as *const i32).add(i as usize) })
+        };
+        let (end, prev) = if g < groups {
+            (read(g), if g == 0 { 0 } else { read(g - 1) })
+        } else {
+            (0, 0)
+        };
+        let bad = g < groups && (end < prev || end > limit as i64);
+        let lanes = ballot_sync(bad);
+        if lanes != 0 {
+            if lane == lanes.trailing_zeros() {
+                // SAFETY: the record's four words (forwarded contract); the flag last, after
+                // the fields, so that a reader who sees it sees them.
+                unsafe {
+                    st_global_b32(errors + 4, g as u32);
+                    st_global_b32(errors + 8, end as i32 as u32);
+                    st_global_b32(errors + 12, limit as u32);
+                    st_global_release_sys_b32(errors, GroupErrorRecord::BAD_END);
+                }
+            }
+            return;
+        }
+        base += 32;
+    }
+}
+
+/// Warp 1 of block 0 checks the ends (`report_bad_ends`) when the host asked for a report:
+/// it is a warp of the producer warpgroup, idle but for its first thread's copies.
+///
+/// # Safety
+/// Every thread of the producer warpgroup calls it, after `griddepcontrol_wait`; as for
+/// [`report_bad_ends`] when `errors` ≠ 0.
+#[inline(always)]
+unsafe fn check_ends(tid: u32, ends: u64, groups: u64, limit: u64, errors: u64) {
+    if errors != 0 && _block_idx_x() == 0 && tid / 32 == 1 {
+        // SAFETY: one whole warp (the branch is uniform across it); forwarded contract.
+        unsafe { report_bad_ends(ends, groups, limit, errors, tid % 32) };
+    }
+}
+
 /// The grouped kernel: (BM, BN) tiles, two consumer warpgroups sharing each tile (the
-/// cooperative schedule), no clusters; A is K-contiguous (the tokens' rows), B K-contiguous
-/// when `B_K`.
+/// cooperative schedule), in clusters of `CLUSTER` blocks along a group's rows (1: none; the
+/// blocks of a cluster share each stage's B tile, as the dense kernel's do); A is
+/// K-contiguous (the tokens' rows), B K-contiguous when `B_K`.
 ///
 /// # Safety
 /// `p` describes the whole call (`p.m` the rows of every group, `p.batch` ≥ 1 groups, B
 /// `p.batch` entries, the bias N per group, C written from registers in an overwrite mode)
 /// on buffers valid for the spans the host validated, with N even and C's address and
 /// leading dimension whole pairs of elements; `ends` is the device address of `p.batch`
-/// `i32`s; `maps` are the generic addresses of the tensor maps of A (batch extent 1) and B
-/// (`host/src/cuda/grouped.rs`); the block has `config::threads(BM)` threads and
-/// `config::SMEM_BYTES` of dynamic shared memory.
+/// `i32`s, not written while the kernel runs (the blocks of a cluster must read the same
+/// ends); `errors` is 0 or the address of a `GroupErrorRecord`; `maps` are the generic
+/// addresses of the tensor maps of A (batch extent 1) and B (boxes of BN / CLUSTER rows when
+/// K-contiguous; `host/src/cuda/grouped.rs`); the block has `config::threads(BM)` threads
+/// and `config::SMEM_BYTES` of dynamic shared memory; with `CLUSTER` > 1 the grid is
+/// launched in clusters of `CLUSTER` blocks along x.
 #[inline(always)]
-pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32>(
+pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32, const CLUSTER: u32>(
     p: &GemmParams,
     ends: u64,
+    errors: u64,
     maps: [u64; 2],
 ) {
     let [map_a, map_b] = maps;
     let tid = _thread_idx_x() as u32;
     let wg = tid / 128;
     let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
+    let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
     if tid == 0 {
         // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
-        unsafe { st.init(1, super::Cooperative::readers(BM)) };
+        unsafe { st.init(CLUSTER, super::Cooperative::readers(BM)) };
     }
-    bar_sync();
+    // The peers signal this block's barriers: they must see them initialised.
+    if CLUSTER > 1 {
+        cluster_sync();
+    } else {
+        bar_sync();
+    }
     // As in `super::gemm` (a no-op unless launched as a programmatic dependent).
     griddepcontrol_wait();
     griddepcontrol_launch_dependents();
     if wg == 0 {
         setmaxnreg_dec::<PRODUCER_REGS>();
+        // SAFETY: the producer warpgroup, after the wait; forwarded contract.
+        unsafe { check_ends(tid, ends, p.batch, p.m, errors) };
         if tid == 0 {
             // SAFETY: forwarded contract.
             unsafe {
                 prefetch_tensormap(map_a);
                 prefetch_tensormap(map_b);
-                produce::<B_K, BN>(p, ends, &st, map_a, map_b);
+                produce::<B_K, BN, CLUSTER>(p, ends, &st, map_a, map_b, rank);
             }
         }
     } else {
@@ -216,31 +301,35 @@ pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32>(
         // SAFETY (both arms): forwarded contract; this thread is a consumer's.
         unsafe {
             if p.out_mode == OUT_F32 {
-                consume_tiles::<E, B_K, BN, true>(p, ends, &st, tid)
+                consume_tiles::<E, B_K, BN, CLUSTER, true>(p, ends, &st, tid, rank)
             } else {
-                consume_tiles::<E, B_K, BN, false>(p, ends, &st, tid)
+                consume_tiles::<E, B_K, BN, CLUSTER, false>(p, ends, &st, tid, rank)
             }
         }
     }
 }
 
 /// The producer: one thread copying, for each tile of this block, every K tile of its A rows
-/// and of its group's B, in the order the consumers read them.
+/// and of its group's B (with clusters, its part of B to every block of the cluster), in the
+/// order the consumers read them. A block whose rows of a cluster tile all lie past the
+/// group's end copies no A (its consumers do not read it).
 ///
 /// # Safety
-/// One thread of the block, the barriers initialised; as for [`gemm`].
+/// One thread of the block, the barriers initialised (with clusters, the cluster synchronised
+/// after that); as for [`gemm`].
 #[inline(always)]
-unsafe fn produce<const B_K: bool, const BN: u32>(
+unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32>(
     p: &GemmParams,
     ends: u64,
     st: &Stages<BN, BM>,
     map_a: u64,
     map_b: u64,
+    rank: u32,
 ) {
     let kt_count = k_tiles(p);
     let mut it = 0u32;
     // SAFETY: forwarded contract.
-    let mut tiles = unsafe { Groups::new(p, ends) };
+    let mut tiles = unsafe { Groups::<CLUSTER>::new(p, ends, rank) };
     // SAFETY: as above.
     while let Some(t) = unsafe { tiles.next::<BN>(p, ends) } {
         if t.clear {
@@ -248,47 +337,59 @@ unsafe fn produce<const B_K: bool, const BN: u32>(
         }
         let bb = batch_coord(p.batch_stride_b, u64::from(t.group));
         let (m0, n0) = (t.m0 as i32, t.n0 as i32);
+        let has_rows = t.m0 < t.end;
+        let bytes = if has_rows {
+            super::config::stage_bytes(BN, BM)
+        } else {
+            super::config::stage_bytes(BN, BM) - a_bytes(BM)
+        };
         for kt in 0..kt_count {
             let s = it % Stages::<BN, BM>::COUNT;
             let parity = (it / Stages::<BN, BM>::COUNT) & 1;
             let full = st.full(s);
             let k0 = (kt * super::config::BK) as i32;
-            // SAFETY (all): initialised barriers; stage s is free once its `empty` phase
-            // completed; the maps are valid (forwarded contract).
+            // SAFETY (all): initialised barriers; stage s is free in every block of the
+            // cluster once its `empty` phase completed; the maps are valid (forwarded
+            // contract).
             unsafe {
                 Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
-                mbarrier_arrive_expect_tx(full, super::config::stage_bytes(BN, BM));
-                cp_async_bulk_tensor_3d(st.a(s), map_a, k0, m0, 0, full);
-                if B_K {
-                    cp_async_bulk_tensor_3d(st.b(s), map_b, k0, n0, bb, full);
-                } else {
-                    for i in 0..BN / SWIZZLE_ELEMS {
-                        let n = n0 + (i * SWIZZLE_ELEMS) as i32;
-                        cp_async_bulk_tensor_3d(st.b(s) + i * BOX_BYTES, map_b, n, k0, bb, full);
-                    }
+                mbarrier_arrive_expect_tx(full, bytes);
+                if has_rows {
+                    cp_async_bulk_tensor_3d(st.a(s), map_a, k0, m0, 0, full);
                 }
+                mainloop::load_b::<B_K, BN, BM, CLUSTER>(st, s, map_b, [k0, n0, bb], rank);
             }
             it += 1;
         }
     }
+    // SAFETY: this block's producer, after its last copy.
+    unsafe { mainloop::drain_peers::<BN, BM, CLUSTER>(st, it) };
 }
 
 /// A consumer warpgroup's whole life: for each tile of this block, the chain over K of its
 /// 64 rows, then their store (f32 when `WIDE`, else 16 bits).
 ///
 /// # Safety
-/// As for [`gemm`]; every thread of consumer warpgroup `tid / 128` (≥ 1) calls it together.
+/// As for [`gemm`]; every thread of consumer warpgroup `tid / 128` (≥ 1) calls it together;
+/// `rank` is the block's rank in its cluster.
 #[inline(always)]
-unsafe fn consume_tiles<E: WgmmaElement, const B_K: bool, const BN: u32, const WIDE: bool>(
+unsafe fn consume_tiles<
+    E: WgmmaElement,
+    const B_K: bool,
+    const BN: u32,
+    const CLUSTER: u32,
+    const WIDE: bool,
+>(
     p: &GemmParams,
     ends: u64,
     st: &Stages<BN, BM>,
     tid: u32,
+    rank: u32,
 ) {
     let (wg, wtid) = (tid / 128 - 1, tid % 128);
     let mut it = 0u32;
     // SAFETY: forwarded contract.
-    let mut tiles = unsafe { Groups::new(p, ends) };
+    let mut tiles = unsafe { Groups::<CLUSTER>::new(p, ends, rank) };
     // SAFETY: as above.
     while let Some(t) = unsafe { tiles.next::<BN>(p, ends) } {
         // A warpgroup whose 64 rows all lie past the group's end computes nothing.
@@ -306,7 +407,7 @@ unsafe fn consume_tiles<E: WgmmaElement, const B_K: bool, const BN: u32, const W
         // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
         let acc = unsafe {
             if active {
-                mainloop::consume::<E, true, B_K, BN, BM, true, 1, false>(
+                mainloop::consume::<E, true, B_K, BN, BM, true, CLUSTER, false>(
                     p,
                     st,
                     wg,
@@ -315,7 +416,7 @@ unsafe fn consume_tiles<E: WgmmaElement, const B_K: bool, const BN: u32, const W
                     || {},
                 )
             } else {
-                mainloop::consume::<E, true, B_K, BN, BM, false, 1, false>(
+                mainloop::consume::<E, true, B_K, BN, BM, false, CLUSTER, false>(
                     p,
                     st,
                     wg,
@@ -450,6 +551,7 @@ unsafe fn k_range(ends: u64, g: u64, k: u64) -> (u64, u64) {
 pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32>(
     p: &GemmParams,
     ends: u64,
+    errors: u64,
     maps: [u64; 3],
 ) {
     let [map_a, map_b, map_c] = maps;
@@ -467,6 +569,8 @@ pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32>(
     let walk = unsafe { Walk::<1>::new(p, 0) };
     if wg == 0 {
         setmaxnreg_dec::<PRODUCER_REGS>();
+        // SAFETY: the producer warpgroup, after the wait; forwarded contract.
+        unsafe { check_ends(tid, ends, p.batch, p.k, errors) };
         if tid == 0 {
             // SAFETY: forwarded contract.
             unsafe {

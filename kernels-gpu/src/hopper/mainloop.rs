@@ -140,9 +140,6 @@ pub unsafe fn produce<
     let kt_count = k_tiles(p);
     let mut it = 0u32;
     let (mut tile, step) = walk.range();
-    // This block's part of the B tile: rows (K-contiguous) or 64-wide boxes (N-contiguous).
-    let b_part = BN / CLUSTER;
-    let all: u16 = ((1u32 << CLUSTER) - 1) as u16;
     while tile < walk.count() {
         let t: Tile = walk.tile::<BM, BN>(tile);
         let (ba, bb) = (
@@ -169,46 +166,74 @@ pub unsafe fn produce<
                         cp_async_bulk_tensor_3d(st.a(s) + i * BOX_BYTES, map_a, m, k0, ba, full);
                     }
                 }
-                if CLUSTER == 1 {
-                    if B_K {
-                        cp_async_bulk_tensor_3d(st.b(s), map_b, k0, n0, bb, full);
-                    } else {
-                        for i in 0..BN / SWIZZLE_ELEMS {
-                            let n = n0 + (i * SWIZZLE_ELEMS) as i32;
-                            cp_async_bulk_tensor_3d(
-                                st.b(s) + i * BOX_BYTES,
-                                map_b,
-                                n,
-                                k0,
-                                bb,
-                                full,
-                            );
-                        }
-                    }
-                } else if B_K {
-                    let r0 = rank * b_part;
-                    let dst = st.b(s) + r0 * 128;
-                    cp_async_bulk_tensor_3d_multicast(
-                        dst,
-                        map_b,
-                        [k0, n0 + r0 as i32, bb],
-                        full,
-                        all,
-                    );
-                } else {
-                    // A constant trip count: the producer lives on 40 registers.
-                    for j in 0..b_part / SWIZZLE_ELEMS {
-                        let i = rank * (b_part / SWIZZLE_ELEMS) + j;
-                        let n = n0 + (i * SWIZZLE_ELEMS) as i32;
-                        let dst = st.b(s) + i * BOX_BYTES;
-                        cp_async_bulk_tensor_3d_multicast(dst, map_b, [n, k0, bb], full, all);
-                    }
-                }
+                load_b::<B_K, BN, BM, CLUSTER>(st, s, map_b, [k0, n0, bb], rank);
             }
             it += 1;
         }
         tile += step;
     }
+    // SAFETY: forwarded contract (this block's producer, after its last copy).
+    unsafe { drain_peers::<BN, BM, CLUSTER>(st, it) };
+}
+
+/// Copies stage `s`'s B tile (columns `n0 ..`, K tile `k0`, batch entry `bb` of `map_b`) into
+/// this block's stage, signalling its `full` barrier; with clusters, this block's
+/// `1 / CLUSTER` part of it (rows when K-contiguous, 64-wide boxes otherwise) into the stage
+/// of every block of the cluster.
+///
+/// # Safety
+/// The producer thread, after waiting for stage `s` to be free in every block of the cluster
+/// and announcing its bytes on its `full` barrier; `map_b` as for [`produce`].
+#[inline(always)]
+pub(super) unsafe fn load_b<const B_K: bool, const BN: u32, const BM: u32, const CLUSTER: u32>(
+    st: &Stages<BN, BM>,
+    s: u32,
+    map_b: u64,
+    [k0, n0, bb]: [i32; 3],
+    rank: u32,
+) {
+    let full = st.full(s);
+    // This block's part of the B tile: rows (K-contiguous) or 64-wide boxes (N-contiguous).
+    let b_part = BN / CLUSTER;
+    let all: u16 = ((1u32 << CLUSTER) - 1) as u16;
+    // SAFETY (all): forwarded contract.
+    unsafe {
+        if CLUSTER == 1 {
+            if B_K {
+                cp_async_bulk_tensor_3d(st.b(s), map_b, k0, n0, bb, full);
+            } else {
+                for i in 0..BN / SWIZZLE_ELEMS {
+                    let n = n0 + (i * SWIZZLE_ELEMS) as i32;
+                    cp_async_bulk_tensor_3d(st.b(s) + i * BOX_BYTES, map_b, n, k0, bb, full);
+                }
+            }
+        } else if B_K {
+            let r0 = rank * b_part;
+            let dst = st.b(s) + r0 * 128;
+            cp_async_bulk_tensor_3d_multicast(dst, map_b, [k0, n0 + r0 as i32, bb], full, all);
+        } else {
+            // A constant trip count: the producer lives on 40 registers.
+            for j in 0..b_part / SWIZZLE_ELEMS {
+                let i = rank * (b_part / SWIZZLE_ELEMS) + j;
+                let n = n0 + (i * SWIZZLE_ELEMS) as i32;
+                let dst = st.b(s) + i * BOX_BYTES;
+                cp_async_bulk_tensor_3d_multicast(dst, map_b, [n, k0, bb], full, all);
+            }
+        }
+    }
+}
+
+/// With clusters, waits until every block's consumers have released every stage, so that no
+/// peer still signals or writes this block's shared memory after it exits; `it` counts the
+/// stages this producer filled. Nothing to wait for without clusters.
+///
+/// # Safety
+/// The producer thread, after its last copy; initialised barriers.
+#[inline(always)]
+pub(super) unsafe fn drain_peers<const BN: u32, const BM: u32, const CLUSTER: u32>(
+    st: &Stages<BN, BM>,
+    mut it: u32,
+) {
     if CLUSTER > 1 {
         for _ in 0..Stages::<BN, BM>::COUNT {
             let s = it % Stages::<BN, BM>::COUNT;
