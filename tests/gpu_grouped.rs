@@ -1,15 +1,17 @@
 //! The grouped GEMM on the GPU: the CPU engine's bits for every split, tier and routing, with
 //! the offsets on the host and on the device; a grouped call captured in a CUDA graph (host
 //! offsets) replays the direct bits; device offsets inside a capture and bad device offsets
-//! are clear errors that leave the context working. `#[ignore]`d: CI has no GPU;
-//! `bash .gpu/run` runs it.
+//! are clear errors that leave the context working; and grouped calls whose operands pass
+//! 2³¹ elements, on the grouped kernel and on the group-by-group path (about 25 GB of device
+//! memory). `#[ignore]`d: CI has no GPU; `bash .gpu/run` runs it.
 
 mod gpu_support;
 
-use gpu_support::{gpu_engine, DeviceBuf, HostBuf, RawStream, Rng};
+use cudarc::driver::result;
+use gpu_support::{first_difference, gpu_engine, DeviceBuf, HostBuf, RawStream, Rng};
 use sgemm_bi::{
-    DType, Engine, Error, Gemm, GemmPointers, GroupOffsets, GroupSplit, GroupedGemm, Operand,
-    Output, OutputMode, Tier,
+    DType, Device, Engine, Error, Gemm, GemmPointers, GroupOffsets, GroupSplit, GroupedGemm,
+    Operand, Output, OutputMode, TcPath, Tier,
 };
 
 const CASES: [(DType, Tier); 4] = [
@@ -209,21 +211,48 @@ fn captured(
     dev: &Uploaded,
     c_len: usize,
 ) -> Result<HostBuf, Error> {
+    // SAFETY: the buffers hold the whole call's spans and outlive the replay.
+    unsafe { run_captured(gpu, stream, gg, offsets, dev.pointers()) }?;
+    let mut got = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
+    dev.c.download_into(&mut got);
+    Ok(got)
+}
+
+/// Runs `gg` on `p` captured in a CUDA graph on `stream`, replayed once and synchronized,
+/// or returns the error of the call under capture (nothing ran). With device offsets only
+/// the grouped kernel, which reads them on the device, can be captured: the group-by-group
+/// path reads them back first, which a capture refuses ([`Error::Unsupported`]). So `Ok`
+/// with device offsets says the call ran as one grouped kernel.
+///
+/// # Safety
+/// `p`'s buffers hold the whole call's spans (device memory of `gpu`'s context).
+unsafe fn run_captured(
+    gpu: &Engine,
+    stream: &RawStream,
+    gg: &GroupedGemm,
+    offsets: GroupOffsets<'_>,
+    p: GemmPointers,
+) -> Result<(), Error> {
     use cudarc::driver::sys;
     // Thread-local capture: a global one would also refuse the driver calls of the tests
-    // that run beside this one. SAFETY: driver calls on a live stream; the buffers outlive
-    // the replay, which is synchronized before C is read.
+    // that run beside this one. SAFETY: driver calls on a live stream; the caller's buffers
+    // outlive the replay, which is synchronized before returning.
     unsafe {
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         sys::cuStreamBeginCapture_v2(stream.0, mode)
             .result()
             .unwrap();
-        let call = gpu.grouped_gemm(gg, offsets, dev.pointers(), stream.handle());
+        let call = gpu.grouped_gemm(gg, offsets, p, stream.handle());
         let mut graph = std::ptr::null_mut();
         sys::cuStreamEndCapture(stream.0, &mut graph)
             .result()
             .unwrap();
-        call?;
+        if let Err(e) = call {
+            if !graph.is_null() {
+                sys::cuGraphDestroy(graph).result().unwrap();
+            }
+            return Err(e);
+        }
         let mut exec = std::ptr::null_mut();
         sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
             .result()
@@ -233,9 +262,7 @@ fn captured(
         sys::cuGraphExecDestroy(exec).result().unwrap();
         sys::cuGraphDestroy(graph).result().unwrap();
     }
-    let mut got = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
-    dev.c.download_into(&mut got);
-    Ok(got)
+    Ok(())
 }
 
 /// The tensor-core tier's rows split with device offsets runs as one grouped kernel that
@@ -374,4 +401,380 @@ fn bad_device_offsets_are_reported_before_anything_runs() {
     let mut got = poison.clone();
     dev.c.download_into(&mut got);
     assert!(got.bits() == poison.bits(), "a refused call wrote C");
+}
+
+// Grouped calls past 2³¹ elements.
+//
+// The grouped kernels (`plan` in host/src/cuda/grouped.rs) take a call whose extents fit a
+// copy-engine coordinate (M, N, K and the groups each below 2³¹), whose strides are under
+// 2⁴⁰ bytes and whose tiles count in 32 bits; elsewhere the call runs group by group. The
+// offsets are i32, so no group ends past 2³¹ − 1 in any case: a rows split of more than 2³¹
+// rows (the kernels' ExtentTooLarge) would be 2³¹ rows past the last group, over 32 GB of A
+// and as much of C at the smallest aligned K and N, beyond what these tests allocate. What
+// passes 2³¹ here is elements, in A, B and C: an index kept in 32 bits, signed (2³¹) or not
+// (2³²), would read or write the wrong element there. Each call runs on both paths, the
+// grouped kernel (proved by a CUDA graph capture with device offsets, which only it takes)
+// and group by group on the mma.sync kernels (`TcPath::Portable`, which reads the offsets
+// back: a capture refuses it), and each is compared bit for bit with dense calls of the
+// same rows (rows split) or reduction ranges (reduction split) on the same buffers.
+
+/// Elements of the random pool a large operand repeats: odd, so two addresses 2³¹ or 2³²
+/// elements apart hold different values.
+const POOL: usize = (1 << 24) + 3;
+
+/// A device buffer of `len` random `dtype` elements: a pool of [`POOL`] uploaded once and
+/// repeated by copies on the device (host generation and upload of 9 GB would take most of
+/// a minute).
+fn periodic(dtype: DType, len: usize, rng: &mut Rng) -> DeviceBuf {
+    let pool = DeviceBuf::upload(&HostBuf::random(dtype, POOL.min(len), rng));
+    let d = DeviceBuf::alloc(len * dtype.size());
+    let total = d.bytes;
+    let mut filled = pool.bytes.min(total);
+    // SAFETY: both buffers hold the copied ranges; the source and destination of each copy
+    // are disjoint (the doubling copies `filled` bytes from the start to right after them).
+    unsafe {
+        result::memcpy_dtod_sync(d.ptr, pool.ptr, filled).expect("cuMemcpyDtoD");
+        while filled < total {
+            let len = filled.min(total - filled);
+            result::memcpy_dtod_sync(d.ptr + filled as u64, d.ptr, len).expect("cuMemcpyDtoD");
+            filled += len;
+        }
+    }
+    // The tests' streams are non-blocking: let the copies land before a kernel reads them.
+    result::ctx::synchronize().expect("cuCtxSynchronize");
+    d
+}
+
+/// A device buffer of `bytes` holding the poison pattern of [`HostBuf::poison`] (all ones).
+fn poisoned(bytes: usize) -> DeviceBuf {
+    let d = DeviceBuf::alloc(bytes);
+    // SAFETY: the whole allocation just made.
+    unsafe { result::memset_d8_sync(d.ptr, 0xFF, bytes) }.expect("cuMemsetD8");
+    result::ctx::synchronize().expect("cuCtxSynchronize");
+    d
+}
+
+/// `len` elements of `dtype` of `buf` from element `start` on.
+fn download(buf: &DeviceBuf, dtype: DType, start: usize, len: usize) -> HostBuf {
+    let mut h = HostBuf::poison(dtype, len);
+    buf.download_range(start * dtype.size(), &mut h);
+    h
+}
+
+/// `h[range]`.
+fn part(h: &HostBuf, range: std::ops::Range<usize>) -> HostBuf {
+    match h {
+        HostBuf::F32(v) => HostBuf::F32(v[range].to_vec()),
+        HostBuf::BF16(v) => HostBuf::BF16(v[range].to_vec()),
+        HostBuf::F16(v) => HostBuf::F16(v[range].to_vec()),
+    }
+}
+
+/// The dense call of group `group` over `start..end` of the split dimension (a part of the
+/// group: the contract holds row by row) on the grouped call's buffers `p`, into a C of its
+/// own that starts as `c0`: what that part of the grouped call's C must hold.
+fn dense_alone(
+    gpu: &Engine,
+    stream: &RawStream,
+    gg: &GroupedGemm,
+    p: &GemmPointers,
+    (group, start, end): (usize, usize, usize),
+    c0: &HostBuf,
+) -> HostBuf {
+    let call = gg.group(group, start, end);
+    let g = call.gemm;
+    let at = |ptr: *const std::ffi::c_void, elems: usize, size: usize| {
+        ptr.cast::<u8>().wrapping_add(elems * size).cast()
+    };
+    let c = DeviceBuf::upload(c0);
+    let q = GemmPointers {
+        a: at(p.a, call.a, g.a.dtype.size()),
+        b: at(p.b, call.b, g.b.dtype.size()),
+        bias: g
+            .bias
+            .map_or(std::ptr::null(), |d| at(p.bias, call.bias, d.size())),
+        c: c.at(0),
+    };
+    // SAFETY: the group's spans lie inside the grouped call's buffers; C is this call's own
+    // buffer, sized by the caller for the dense call; synchronized below.
+    unsafe { gpu.gemm(&g, q, stream.handle()) }
+        .unwrap_or_else(|e| panic!("dense call of group {group}, {start}..{end}: {e}"));
+    stream.sync();
+    let mut got = c0.clone();
+    c.download_into(&mut got);
+    got
+}
+
+/// The group of each index `i < ends.last()`.
+fn group_of(ends: &[i32], i: usize) -> usize {
+    ends.partition_point(|&e| e as usize <= i)
+}
+
+/// The engines of the two paths: the planner's choice (the grouped kernel where it takes
+/// the call) and the mma.sync kernels only (group by group), whatever
+/// `SGEMM_BI_FORCE_TC_PATH` says. `None` (skipped) without a GPU, or off sm_90, where
+/// there is no grouped kernel to test.
+fn two_paths() -> Option<(Engine, Engine)> {
+    let gpu = gpu_engine()?;
+    if gpu.compute_capability() != Some((9, 0)) || !gpu.supports(Tier::TensorCores) {
+        eprintln!("skipped: the grouped kernels run on sm_90 only");
+        return None;
+    }
+    let auto = Engine::with_tc_path(Device::Cuda(0), TcPath::Auto).unwrap();
+    let portable = Engine::with_tc_path(Device::Cuda(0), TcPath::Portable).unwrap();
+    Some((auto, portable))
+}
+
+/// Runs `gg` with the device offsets `d_ends` on both paths, into `c_kernel` and
+/// `c_grouped` (which hold the same initial C), asserting which path each took.
+fn on_both_paths(
+    (auto, portable): (&Engine, &Engine),
+    stream: &RawStream,
+    gg: &GroupedGemm,
+    d_ends: &DeviceBuf,
+    p: GemmPointers,
+    c_grouped: &DeviceBuf,
+) {
+    let what = format!("{} split {}", gg.split, gg.gemm.c.mode.dtype());
+    let ends = || GroupOffsets::Device(d_ends.at(0).cast_const().cast());
+    // SAFETY (both calls): the buffers hold the whole call's spans and outlive the runs,
+    // which are synchronized before returning.
+    unsafe { run_captured(auto, stream, gg, ends(), p) }.unwrap_or_else(|e| {
+        panic!("{what}: the grouped kernel must take this call (a capture with device offsets runs only there): {e}")
+    });
+    let q = GemmPointers {
+        c: c_grouped.at(0),
+        ..p
+    };
+    let refused = unsafe { run_captured(portable, stream, gg, ends(), q) };
+    assert!(
+        matches!(refused, Err(Error::Unsupported(_))),
+        "{what}: the mma.sync path must run group by group, reading the offsets back \
+         (which a capture refuses): {refused:?}"
+    );
+    // SAFETY: as above.
+    unsafe { portable.grouped_gemm(gg, ends(), q, stream.handle()) }
+        .unwrap_or_else(|e| panic!("{what}, group by group: {e}"));
+    stream.sync();
+}
+
+/// A rows split (the experts' forward, torch's [E, N, K] weights) of 1.1 M rows × K = 4096:
+/// A has 4.5·10⁹ elements (past 2³¹ and 2³²), C 3.9·10⁹ (past 2³¹, in the middle of a row);
+/// eight groups, one empty, one of a single row, three across those boundaries, and rows
+/// past the last group (written +0.0). The grouped kernel and the group-by-group path
+/// against dense calls of each group's first and last rows, the rows around each boundary
+/// and random single rows. About 25 GB of device memory.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_rows_split_past_two_to_the_31_elements() {
+    let Some((auto, portable)) = two_paths() else {
+        return;
+    };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x6a05);
+    let dtype = DType::BF16;
+    let (m, n, k) = (1_100_037usize, 3584usize, 4096usize);
+    let ends: [i32; 8] = [
+        100_003, 100_003, 500_000, 560_001, 620_000, 620_001, 1_060_000, 1_100_032,
+    ];
+    let groups = ends.len();
+    // The rows where A's and C's element index passes 2³¹ or 2³² (C's 2³¹ mid-row).
+    let boundaries = [
+        (1usize << 31) / k,
+        (1usize << 32) / k,
+        (1usize << 31) / n,
+        (1usize << 31) / n + 1,
+    ];
+    assert!(m * k > 1 << 32 && m * n > 1 << 31 && boundaries.iter().all(|&b| b < m));
+    let gg = GroupedGemm {
+        split: GroupSplit::Rows,
+        gemm: Gemm {
+            batch: groups,
+            b: Operand::col_major(dtype, k).with_batch_stride(k * n),
+            bias: Some(DType::F32),
+            tier: Tier::TensorCores,
+            ..Gemm::dense(m, n, k, dtype)
+        },
+    };
+    let a = periodic(dtype, m * k, &mut rng);
+    let b = periodic(dtype, groups * k * n, &mut rng);
+    let bias = DeviceBuf::upload(&HostBuf::random(DType::F32, groups * n, &mut rng));
+    let c_kernel = poisoned(m * n * dtype.size());
+    let c_grouped = poisoned(m * n * dtype.size());
+    let p = GemmPointers {
+        a: a.at(0),
+        b: b.at(0),
+        bias: bias.at(0),
+        c: c_kernel.at(0),
+    };
+    let d_ends = offsets_on_device(&ends);
+    let t = std::time::Instant::now();
+    on_both_paths((&auto, &portable), &stream, &gg, &d_ends, p, &c_grouped);
+    println!(
+        "rows split, {m} × {k} → {n}: both paths in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    // Windows of rows, each inside one group: (group, first row, end).
+    const WINDOW: usize = 200;
+    let mut windows = Vec::new();
+    let mut start = 0;
+    for (g, &end) in ends.iter().enumerate() {
+        let end = end as usize;
+        if end > start {
+            windows.push((g, start, end.min(start + WINDOW)));
+            windows.push((g, end.saturating_sub(WINDOW).max(start), end));
+        }
+        for &row in &boundaries {
+            if (start..end).contains(&row) {
+                let r0 = row.saturating_sub(WINDOW / 2).max(start);
+                windows.push((g, r0, (row + WINDOW / 2).min(end)));
+            }
+        }
+        start = end;
+    }
+    let last = *ends.last().unwrap() as usize;
+    for _ in 0..24 {
+        let row = rng.below(last);
+        windows.push((group_of(&ends, row), row, row + 1));
+    }
+    for &(g, r0, r1) in &windows {
+        let want = dense_alone(
+            &auto,
+            &stream,
+            &gg,
+            &p,
+            (g, r0, r1),
+            &HostBuf::poison(dtype, (r1 - r0) * n),
+        );
+        for (path, c) in [
+            ("grouped kernel", &c_kernel),
+            ("group by group", &c_grouped),
+        ] {
+            let got = download(c, dtype, r0 * n, (r1 - r0) * n);
+            if let Some((i, w, o)) = first_difference(&want, &got) {
+                panic!(
+                    "rows split, {path}: group {g}, row {} column {}: dense {w:#x}, grouped {o:#x}",
+                    r0 + i / n,
+                    i % n
+                );
+            }
+        }
+    }
+    // Rows past the last group: +0.0.
+    for (path, c) in [
+        ("grouped kernel", &c_kernel),
+        ("group by group", &c_grouped),
+    ] {
+        let rest = download(c, dtype, last * n, (m - last) * n);
+        assert!(
+            rest.bits().iter().all(|&x| x == 0),
+            "rows split, {path}: the rows past the last group are not +0.0"
+        );
+    }
+    println!(
+        "rows split past 2^31 elements: {} windows of rows identical to their dense calls on \
+         both paths",
+        windows.len()
+    );
+}
+
+/// A reduction split (the experts' weight gradient, Xᵀ · dY) over 2.2 M tokens: A = Xᵀ
+/// (column-major, 2048 × 2.2 M) has 4.5·10⁹ elements (past 2³¹ and 2³²), B = dY (row-major,
+/// 2.2 M × 1536) 3.4·10⁹ (past 2³¹, in the middle of a row); eight groups, one empty, three
+/// across those boundaries, and tokens past the last group (not read). Both output modes
+/// (bf16 overwritten, f32 accumulated), the grouped kernel and the group-by-group path,
+/// against the dense call of every group's reduction range. About 16 GB of device memory.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_reduction_split_past_two_to_the_31_elements() {
+    let Some((auto, portable)) = two_paths() else {
+        return;
+    };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x6a06);
+    let dtype = DType::BF16;
+    let (m, n, tokens) = (2048usize, 1536usize, 2_200_013usize);
+    let ends: [i32; 8] = [
+        300_001, 300_001, 1_000_000, 1_100_003, 1_400_000, 2_000_000, 2_100_000, 2_200_000,
+    ];
+    let groups = ends.len();
+    assert!(tokens * m > 1 << 32 && tokens * n > 1 << 31);
+    // Each boundary (A's 2³¹ and 2³², B's 2³¹) inside a group, not at its edge.
+    for boundary in [(1usize << 31) / m, (1usize << 32) / m, (1usize << 31) / n] {
+        let g = group_of(&ends, boundary);
+        let start = if g == 0 { 0 } else { ends[g - 1] as usize };
+        assert!(start < boundary && boundary + 1 < ends[g] as usize);
+    }
+    let a = periodic(dtype, tokens * m, &mut rng);
+    let b = periodic(dtype, tokens * n, &mut rng);
+    let d_ends = offsets_on_device(&ends);
+    for mode in [OutputMode::Overwrite(dtype), OutputMode::AccumulateF32] {
+        let out = mode.dtype();
+        let gg = GroupedGemm {
+            split: GroupSplit::Reduction,
+            gemm: Gemm {
+                batch: groups,
+                a: Operand::col_major(dtype, m),
+                c: Output {
+                    mode,
+                    ldc: n,
+                    batch_stride: m * n,
+                },
+                tier: Tier::TensorCores,
+                ..Gemm::dense(m, n, tokens, dtype)
+            },
+        };
+        let c0 = match mode {
+            OutputMode::AccumulateF32 => HostBuf::random(DType::F32, groups * m * n, &mut rng),
+            _ => HostBuf::poison(out, groups * m * n),
+        };
+        let (c_kernel, c_grouped) = (DeviceBuf::upload(&c0), DeviceBuf::upload(&c0));
+        let p = GemmPointers {
+            a: a.at(0),
+            b: b.at(0),
+            bias: std::ptr::null(),
+            c: c_kernel.at(0),
+        };
+        let t = std::time::Instant::now();
+        on_both_paths((&auto, &portable), &stream, &gg, &d_ends, p, &c_grouped);
+        println!(
+            "reduction split, {m} × {tokens} → {n} ({out}): both paths in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        let (mut got_kernel, mut got_grouped) = (c0.clone(), c0.clone());
+        c_kernel.download_into(&mut got_kernel);
+        c_grouped.download_into(&mut got_grouped);
+        let mut start = 0;
+        for (g, &end) in ends.iter().enumerate() {
+            let end = end as usize;
+            let range = g * m * n..(g + 1) * m * n;
+            let want = dense_alone(
+                &auto,
+                &stream,
+                &gg,
+                &p,
+                (g, start, end),
+                &part(&c0, range.clone()),
+            );
+            for (path, got) in [
+                ("grouped kernel", &got_kernel),
+                ("group by group", &got_grouped),
+            ] {
+                if let Some((i, w, o)) = first_difference(&want, &part(got, range.clone())) {
+                    panic!(
+                        "reduction split ({out}), {path}: group {g} (tokens {start}..{end}), \
+                         element ({}, {}): dense {w:#x}, grouped {o:#x}",
+                        i / n,
+                        i % n
+                    );
+                }
+            }
+            start = end;
+        }
+        println!(
+            "reduction split past 2^31 elements ({out}): all {groups} groups identical to their \
+             dense calls on both paths"
+        );
+    }
 }

@@ -98,6 +98,19 @@ impl Arena {
     }
 }
 
+impl Arena {
+    /// `values` in device memory (a grouped call's offsets).
+    pub fn from_i32(values: &[i32]) -> Arena {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let arena = Arena::alloc(bytes.len().max(4));
+        // SAFETY: the allocation just made holds at least `bytes.len()` bytes.
+        unsafe { result::memcpy_htod_sync(arena.base, &bytes) }.unwrap();
+        // As for the random arenas: let the upload land before the non-blocking stream runs.
+        result::ctx::synchronize().unwrap();
+        arena
+    }
+}
+
 impl Drop for Arena {
     fn drop(&mut self) {
         // SAFETY: allocated in `alloc`, freed once; nothing runs on it any more (main

@@ -8,13 +8,15 @@
 //! ```
 //!
 //! - `--only`: run the cases whose group is TERM (`train`, `dw`, `dx`, `small`, `decode`,
-//!   `sweep`, `scalar`, `scalar-decode`) or whose id contains it (ids look like `decode/bf16/64x4096x14336/kn`;
-//!   `--list` prints them). Repeatable; a case runs when any term matches.
+//!   `sweep`, `scalar`, `scalar-decode`, `grouped`) or whose id contains it (ids look like
+//!   `decode/bf16/64x4096x14336/kn` or `grouped/fwd/bf16/4096t/2048x768/zipf`; `--list`
+//!   prints them). Repeatable; a case runs when any term matches.
 //! - `--reps`: timed samples per measurement (default 20, or `$SGEMM_BI_BENCH_REPS`); each
 //!   sample runs back-to-back calls for at least 1 ms, so microsecond calls are run many
 //!   more times.
 //! - `--csv`: also write the rows as CSV (or `$SGEMM_BI_BENCH_CSV`), for
-//!   `scripts/plot_bench.py`, which turns it into `docs/perf-bench.md` and the plot.
+//!   `scripts/plot_bench.py`, which turns it into `docs/perf-bench.md` and the plot (the
+//!   dense rows: the grouped table is in the markdown only).
 //! - `--commit`: the commit measured (else `$SGEMM_BI_COMMIT`, else the one the binary was
 //!   built with when `SGEMM_BI_COMMIT` was set at build time, else "unknown").
 //! - `--weight`: the weight layout of the tensor-core rows (default `kn`, `W[K,N]`; `nk` is
@@ -31,6 +33,14 @@
 //! three contenders' samples interleaved so that clock drift weighs on all of them alike. The full
 //! suite should take well under a minute on an H200 (estimated from cuBLAS's speed: about
 //! 10 s of timed GEMMs, plus the PTX JIT, 2 GiB of uploads and the warm-ups).
+//!
+//! The `grouped` group (`grouped.rs`) is a table of its own: Mixture-of-Experts GEMMs
+//! (torch's `F.grouped_mm`), 128 experts with top-8 routing, balanced or Zipf-like, the
+//! experts' forward (rows split) and weight gradient (reduction split), bf16. Ours is one
+//! `Engine::grouped_gemm` with the offsets in device memory; its opponent is a loop of one
+//! `cublasGemmEx` per non-empty expert on the same buffers, interleaved with ours as above;
+//! each row also shows the floor (the FLOPs at 989 TFLOP/s or the bytes at 4.3 TB/s,
+//! whichever takes longer) and which path ours ran (the grouped kernel, or group by group).
 
 #[path = "../common/cublas.rs"]
 #[allow(dead_code)] // shared by the benchmarks; each uses part of it
@@ -44,17 +54,19 @@ mod device_data;
 
 mod cases;
 mod device;
+mod grouped;
 mod report;
 
 use std::ffi::c_void;
 
 use cudarc::driver::result;
-use sgemm_bi::{DType, Device, Engine, GemmPointers, Stream, WeightLayout};
+use sgemm_bi::{DType, Device, Engine, GemmPointers, GroupOffsets, Stream, WeightLayout};
 
 use cases::Case;
 use cublas::{Cublas, RowMajorGemm};
 use cublaslt::CublasLt;
-use device::{Arenas, Needs, Sizes, Timer, Timing};
+use device::{Arena, Arenas, Needs, Sizes, Timer, Timing};
+use grouped::GroupedRow;
 use report::Row;
 
 struct Args {
@@ -70,8 +82,9 @@ const USAGE: &str = "usage: bench_suite [--only TERM[,TERM...]] [--reps N] [--cs
                      [--commit SHA] [--weight kn|nk|both] [--list]";
 
 const HELP: &str = "
-  --only TERM    cases whose group is TERM (train, dw, dx, small, decode, sweep, scalar) or
-                 whose id (see --list) contains it; comma-separated or repeated: any matches
+  --only TERM    cases whose group is TERM (train, dw, dx, small, decode, sweep, scalar,
+                 scalar-decode, grouped) or whose id (see --list) contains it;
+                 comma-separated or repeated: any matches
   --reps N       timed samples per measurement (default 20, or $SGEMM_BI_BENCH_REPS)
   --csv PATH     also write the rows as CSV for scripts/plot_bench.py ($SGEMM_BI_BENCH_CSV)
   --commit SHA   the commit measured, for the header ($SGEMM_BI_COMMIT)
@@ -163,13 +176,17 @@ fn main() {
         std::process::exit(2);
     });
     let cases = cases::select(cases::all(&args.weights), &args.only);
+    let grouped_cases = grouped::select(grouped::all(), &args.only);
     if args.list {
         for c in &cases {
             println!("{}", c.id());
         }
+        for c in &grouped_cases {
+            println!("{}", c.id());
+        }
         return;
     }
-    if cases.is_empty() {
+    if cases.is_empty() && grouped_cases.is_empty() {
         eprintln!(
             "bench_suite: no case matches --only {}",
             args.only.join(",")
@@ -199,10 +216,13 @@ fn main() {
         let r = reference(c);
         needs.add(r.input, sizes(&r));
     }
+    for c in &grouped_cases {
+        needs.add(DType::BF16, c.sizes());
+    }
     let arenas = Arenas::new(&needs);
+    let total = cases.len() + grouped_cases.len();
     eprintln!(
-        "bench_suite: {} cases, {} samples each, {:.1} GiB of device buffers",
-        cases.len(),
+        "bench_suite: {total} cases, {} samples each, {:.1} GiB of device buffers",
         args.reps,
         arenas.bytes() as f64 / (1u64 << 30) as f64
     );
@@ -269,13 +289,87 @@ fn main() {
         eprintln!(
             "[{}/{}] {}: ours {:.1}, cuBLAS {:.1}, cuBLASLt {} TFLOP/s",
             index + 1,
-            cases.len(),
+            total,
             case.id(),
             tflops(&row.ours),
             tflops(&row.cublas),
             row.lt.map_or("–".into(), |t| format!("{:.1}", tflops(&t))),
         );
         rows.push(row);
+    }
+    let mut grouped_rows = Vec::new();
+    for (index, case) in grouped_cases.iter().enumerate() {
+        let gg = case.call();
+        let bufs = arenas.buffers(DType::BF16, case.sizes());
+        let ends = Arena::from_i32(&case.ends);
+        let ends_ptr = ends.base as *const i32;
+        let pointers = |i: usize| {
+            let (a, b, c) = bufs.at(i);
+            GemmPointers {
+                a: a as *const c_void,
+                b: b as *const c_void,
+                bias: std::ptr::null(),
+                c: c as *mut c_void,
+            }
+        };
+        // Each non-empty expert's dense call as cuBLAS runs it, and its byte offsets from
+        // the grouped call's A, B and C.
+        let experts: Vec<(RowMajorGemm, u64, u64, u64)> = case
+            .groups()
+            .into_iter()
+            .map(|(e, start, end)| {
+                let call = gg.group(e, start, end);
+                let g = &call.gemm;
+                let bytes = |elems: usize, d: DType| (elems * d.size()) as u64;
+                (
+                    RowMajorGemm::from_gemm(g),
+                    bytes(call.a, g.a.dtype),
+                    bytes(call.b, g.b.dtype),
+                    bytes(call.c, g.c.mode.dtype()),
+                )
+            })
+            .collect();
+        // SAFETY (every unsafe block below): each buffer set holds the whole grouped call's
+        // A, B and C (`GroupedCase::sizes`) inside an arena alive until the end of main, and
+        // each expert's span lies inside them; `ends` holds the case's EXPERTS offsets and
+        // outlives the case's calls (synchronized by the timer); the stream belongs to the
+        // engine's context.
+        let path = unsafe { grouped::path(&engine, &gg, ends_ptr, pointers(0), stream) };
+        let mut ours = |i: usize| unsafe {
+            engine
+                .grouped_gemm(
+                    &gg,
+                    GroupOffsets::Device(ends_ptr),
+                    pointers(i),
+                    Stream(stream as *mut c_void),
+                )
+                .unwrap_or_else(|e| panic!("{}: {e}", case.id()))
+        };
+        let mut cublas_loop = |i: usize| unsafe {
+            let (a, b, c) = bufs.at(i);
+            for (r, da, db, dc) in &experts {
+                blas.gemm_ex(r, a + da, b + db, c + dc);
+            }
+        };
+        let timings = timer.time_together(args.reps, &mut [&mut ours, &mut cublas_loop]);
+        let row = GroupedRow {
+            case: case.clone(),
+            ours: timings[0],
+            cublas: timings[1],
+            path,
+        };
+        let tflops = |t: &Timing| case.flops() / (t.ms * 1e9);
+        eprintln!(
+            "[{}/{total}] {}: ours {:.1} ({path}), cuBLAS loop {:.1} TFLOP/s, floor {:.3} ms",
+            cases.len() + index + 1,
+            case.id(),
+            tflops(&row.ours),
+            tflops(&row.cublas),
+            case.floor_ms(),
+        );
+        grouped_rows.push(row);
+        // The offsets' buffer is freed here, after the timer's last synchronize.
+        drop(ends);
     }
     result::ctx::synchronize().unwrap();
     eprintln!(
@@ -323,7 +417,7 @@ fn main() {
                 .join(" "),
         ),
     ];
-    print!("{}", report::markdown(&meta, &rows));
+    print!("{}", report::markdown(&meta, &rows, &grouped_rows));
     if let Some(path) = &args.csv {
         match std::fs::write(path, report::csv(&meta, &rows)) {
             Ok(()) => eprintln!("bench_suite: wrote {path}"),

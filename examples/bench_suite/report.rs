@@ -1,6 +1,7 @@
 //! The results as one markdown table (stdout) and as CSV with a `# key: value` header block
 //! and the table's footnotes as `# note: …` lines (scripts/plot_bench.py turns the CSV into
-//! the same table: keep the two in step).
+//! the same table: keep the two in step). The grouped rows are a second markdown table
+//! (their columns differ), not in the CSV.
 
 use std::fmt::Write as _;
 
@@ -8,6 +9,7 @@ use sgemm_bi::{DType, Tier};
 
 use crate::cases::{Case, Group, Target};
 use crate::device::Timing;
+use crate::grouped::{GroupedRow, TOP_K};
 
 /// One measured case.
 pub struct Row {
@@ -104,12 +106,22 @@ pub const NOTES: &[&str] = &[
      f32 (beta = 1), dX is written in bf16.",
 ];
 
-pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
+pub fn markdown(meta: &Meta, rows: &[Row], grouped: &[GroupedRow]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# sgemm-bi against cuBLAS\n");
     for (k, v) in meta {
         let _ = writeln!(s, "- {k}: {v}");
     }
+    if !rows.is_empty() {
+        dense_table(&mut s, rows);
+    }
+    if !grouped.is_empty() {
+        grouped_table(&mut s, grouped);
+    }
+    s
+}
+
+fn dense_table(s: &mut String, rows: &[Row]) {
     let _ = writeln!(
         s,
         "\n| case | M × K × N | dtype | W | ours TFLOP/s | cuBLAS TFLOP/s | ratio | \
@@ -152,7 +164,64 @@ pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
     for n in NOTES {
         let _ = writeln!(s, "{n}");
     }
-    s
+}
+
+pub const GROUPED_NOTES: &[&str] = &[
+    "Grouped: 128 experts, each token routed to 8 distinct experts (rows = tokens × 8), \
+     balanced (every expert equally likely) or Zipf-like (expert i weighs 1/(i+1)), from a \
+     fixed seed; bf16, tensor cores. fwd: [rows, H] · [E, H, W] with the weights in torch's \
+     [E, W, H] layout, bf16 out; dW: each expert's Xᵀ·dY over its rows, accumulated into f32 \
+     [E, H, W].",
+    "ours = one grouped call with the offsets in device memory; ran as: the grouped kernel, or \
+     group by group (the dense kernels, after reading the offsets back). cuBLAS loop = one \
+     cublasGemmEx per non-empty expert (default algorithm, f32 compute), offsets known on the \
+     host, same buffers. ratio = cuBLAS loop time / ours (> 1: ours is faster).",
+    "floor = the longer of 2·rows·H·W at 989 TFLOP/s (an H200's dense bf16 rate) and the bytes \
+     (activations once, the used experts' weights, or their f32 gradients read and written) at \
+     4.3 TB/s; × floor = ours / floor.",
+];
+
+fn grouped_table(s: &mut String, rows: &[GroupedRow]) {
+    let _ = writeln!(
+        s,
+        "\n## Grouped GEMM (Mixture-of-Experts)\n\n\
+         | pass | tokens (rows) | H → W | routing | experts used, largest | ours ms | \
+         ours TFLOP/s | cuBLAS loop ms | cuBLAS loop TFLOP/s | ratio | floor ms | × floor | \
+         ours ran as |"
+    );
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for r in rows {
+        let c = &r.case;
+        let tflops = |ms: f64| fmt_tflops(c.flops() / (ms * 1e9));
+        let _ = writeln!(
+            s,
+            "| {} | {} ({}) | {} → {} | {} | {}, {} rows | {:.3} | {} | {:.3} | {} | {:.2} | \
+             {:.3} | {:.2} | {} |",
+            c.pass.label(),
+            c.tokens,
+            c.tokens * TOP_K,
+            c.hidden,
+            c.width,
+            c.routing.name(),
+            c.groups().len(),
+            c.largest(),
+            r.ours.ms,
+            tflops(r.ours.ms),
+            r.cublas.ms,
+            tflops(r.cublas.ms),
+            r.ratio(),
+            c.floor_ms(),
+            r.ours.ms / c.floor_ms(),
+            r.path,
+        );
+    }
+    let _ = writeln!(s);
+    for n in GROUPED_NOTES {
+        let _ = writeln!(s, "{n}");
+    }
 }
 
 /// One line: how many rows with a target met it.
