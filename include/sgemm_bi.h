@@ -148,7 +148,9 @@ enum sgemm_bi_status
     /**
      * A grouped call's offsets are not one non-decreasing end per group between 0 and the
      * total of the dimension they split (the message names the first bad group). Checked
-     * before anything runs, also for offsets in device memory (read back first).
+     * before anything runs, also for offsets in device memory that are read back first;
+     * those a grouped kernel reads on the device are reported once it has run, by
+     * `sgemm_bi_engine_take_device_error` and the engine's next grouped call.
      */
     SGEMM_BI_STATUS_BAD_OFFSETS = 20,
     /**
@@ -369,7 +371,10 @@ enum sgemm_bi_offsets_location
      */
     SGEMM_BI_OFFSETS_LOCATION_HOST = 0,
     /**
-     * Device memory of the engine's context (CUDA engines): read back on `stream` after
+     * Device memory of the engine's context (CUDA engines). Where a grouped kernel takes
+     * the call (sm_90, tensor-core tier; see `sgemm_bi_grouped_gemm`) it reads them on the
+     * device without a wait, and reports a bad end afterwards
+     * (`sgemm_bi_engine_take_device_error`). Elsewhere they are read back on `stream` after
      * the work queued before, which waits for the stream, so not during graph capture
      * (`SGEMM_BI_STATUS_UNSUPPORTED`).
      */
@@ -388,8 +393,10 @@ typedef uint32_t sgemm_bi_offsets_location;
  * released by `sgemm_bi_engine_destroy`.
  *
  * Thread safety: an engine may be used by any number of threads at once; every call is
- * independent of the others and the engine holds no per-call state. Only
- * `sgemm_bi_engine_destroy` must not overlap another call on the same engine.
+ * independent of the others and the engine holds no per-call state, but for one report: a
+ * bad group end that a grouped kernel found on the device, which the engine's next grouped
+ * call returns (`sgemm_bi_engine_take_device_error`). Only `sgemm_bi_engine_destroy` must
+ * not overlap another call on the same engine.
  */
 typedef struct sgemm_bi_engine sgemm_bi_engine;
 
@@ -707,6 +714,25 @@ sgemm_bi_status sgemm_bi_engine_set_pointer_checks(const struct sgemm_bi_engine 
                                                    bool enabled);
 
 /**
+ * Returns, and clears, the bad group end that a grouped kernel of this engine found on the
+ * device since the last look: `SGEMM_BI_STATUS_BAD_OFFSETS` with a message
+ * (`sgemm_bi_last_error_message`) naming the group, the end, the extent it may not pass,
+ * and that an earlier grouped call found it on the device; `SGEMM_BI_STATUS_OK` when there
+ * is none (always on the CPU engine, which checks offsets before running).
+ *
+ * A grouped call with offsets in device memory that runs as one grouped kernel (see
+ * `sgemm_bi_grouped_gemm`) does not wait for its offsets: the kernel clamps a bad end and
+ * reports it when it runs. The report is seen once the kernel has run: certainly after a
+ * synchronize of the stream (or the graph launch) that ran it, perhaps not before. The
+ * engine keeps one report, the latest. Every grouped call looks first and returns the
+ * report without running; dense calls do not look.
+ *
+ * # Safety
+ * 1. `engine` is NULL or a live engine.
+ */
+sgemm_bi_status sgemm_bi_engine_take_device_error(const struct sgemm_bi_engine *engine);
+
+/**
  * Fills `*out` with a dense, unbatched, row-major `C[M,N] = A[M,K] · B[K,N]` in `dtype`
  * (a `sgemm_bi_dtype`) on the scalar tier, without bias: `struct_size` set, leading
  * dimensions `max(1, K)`, `max(1, N)` and `max(1, N)`, reserved fields zero. Change any
@@ -828,6 +854,14 @@ sgemm_bi_status sgemm_bi_backward_dx(const struct sgemm_bi_engine *engine,
  * non-decreasing, from 0 up to the total; `SGEMM_BI_STATUS_BAD_OFFSETS` otherwise, before
  * anything runs. Rows (ROWS) or columns (COLUMNS) of C past the last end are written as +0.0,
  * or left as they are when accumulating.
+ *
+ * Device offsets that a grouped kernel reads on the device (sm_90, tensor-core tier, bf16 or
+ * f16: ROWS with a row-major A and an overwritten C, REDUCTION with a column-major A and a
+ * row-major B) are not waited for, so the call cannot check them first: the kernel clamps a
+ * bad end into the split dimension (never touching memory outside the buffers) and reports
+ * the first one to the engine once it has run. The next grouped call on the engine then
+ * returns `SGEMM_BI_STATUS_BAD_OFFSETS` without running, its message naming the group, the
+ * end and that it was found on the device; `sgemm_bi_engine_take_device_error` asks directly.
  *
  * # Safety
  * As for `sgemm_bi_gemm`, with the extents of the whole call (the per-group operand `batch`

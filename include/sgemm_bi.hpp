@@ -147,6 +147,13 @@ public:
                                     static_cast<uint32_t>(location), a, b, bias, c, stream));
     }
 
+    // Throws (SGEMM_BI_STATUS_BAD_OFFSETS) the bad group end a grouped kernel of this engine
+    // found on the device since the last look, and clears it: device offsets a grouped kernel
+    // reads are clamped, not waited for, and reported once the kernel has run (certainly
+    // after a synchronize of its stream). Every grouped_gemm looks first, too
+    // (sgemm_bi_engine_take_device_error).
+    void take_device_error() const { check(sgemm_bi_engine_take_device_error(get())); }
+
     // Y = X·W + bias (bias of `bias_dtype`, or no bias when `bias` is nullptr).
     void forward(const sgemm_bi_linear &layer, const void *x, const void *w, const void *bias,
                  DType bias_dtype, void *y, void *stream = nullptr) const {

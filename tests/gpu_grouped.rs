@@ -1,9 +1,11 @@
 //! The grouped GEMM on the GPU: the CPU engine's bits for every split, tier and routing, with
 //! the offsets on the host and on the device; a grouped call captured in a CUDA graph (host
 //! offsets) replays the direct bits; device offsets inside a capture and bad device offsets
-//! are clear errors that leave the context working; and grouped calls whose operands pass
-//! 2³¹ elements, on the grouped kernel and on the group-by-group path (about 25 GB of device
-//! memory). `#[ignore]`d: CI has no GPU; `bash .gpu/run` runs it.
+//! are clear errors that leave the context working, reported before anything runs where the
+//! engine reads them back and after the grouped kernel has run where it reads them itself;
+//! and grouped calls whose operands pass 2³¹ elements, on the grouped kernel and on the
+//! group-by-group path (about 25 GB of device memory). `#[ignore]`d: CI has no GPU;
+//! `bash .gpu/run` runs it.
 
 mod gpu_support;
 
@@ -359,6 +361,154 @@ fn the_grouped_kernel_clamps_bad_device_offsets() {
     let mut got = poison.clone();
     dev.c.download_into(&mut got);
     assert!(got.bits() == want.bits(), "clamped ends");
+    // The kernel also reports the first bad end (checked by the test below); taken here so
+    // that it does not stay pending on this engine.
+    match gpu.take_device_error() {
+        Ok(()) | Err(Error::BadOffsets { group: 1, .. }) => {}
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Runs `gg` with the device ends `ends` on fresh buffers, waits for the stream and returns
+/// C, or the call's error (which ran nothing: C is checked to be the poison).
+fn on_device_ends(
+    gpu: &Engine,
+    stream: &RawStream,
+    gg: &GroupedGemm,
+    ends: &[i32],
+    inputs: (&HostBuf, &HostBuf, Option<&HostBuf>),
+    c_len: usize,
+) -> Result<HostBuf, Error> {
+    let (a, b, bias) = inputs;
+    let poison = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
+    let dev = Uploaded::new(a, b, bias, &poison);
+    let d = offsets_on_device(ends);
+    // SAFETY: every buffer holds the whole call's span; synchronized below, before the
+    // buffers drop.
+    let call = unsafe {
+        gpu.grouped_gemm(
+            gg,
+            GroupOffsets::Device(d.at(0).cast_const().cast()),
+            dev.pointers(),
+            stream.handle(),
+        )
+    };
+    stream.sync();
+    let mut got = poison.clone();
+    dev.c.download_into(&mut got);
+    match call {
+        Ok(()) => Ok(got),
+        Err(e) => {
+            assert!(got.bits() == poison.bits(), "a refused call wrote C ({e})");
+            Err(e)
+        }
+    }
+}
+
+/// The grouped kernel does not wait for its ends, so it cannot refuse bad ones: it clamps
+/// them and reports the first to the engine once it has run. After a synchronize,
+/// `take_device_error` returns it (naming the group) and clears it; a grouped call made
+/// while a report is pending returns the report instead of running; the calls after it run
+/// and give their bits. For both kernels (rows split and reduction split), for an end below
+/// the previous one and one past the split dimension, directly and replayed from a graph.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_grouped_kernel_reports_bad_device_offsets_after_it_has_run() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(17);
+    // (split, dims, bad ends, the ends the kernel runs with, the first bad group)
+    let cases: [(GroupSplit, _, [i32; 4], [i32; 4], usize); 4] = [
+        (
+            GroupSplit::Rows,
+            (200, 128, 128, 4),
+            [60, 30, 120, 200],
+            [60, 60, 120, 200],
+            1,
+        ),
+        (
+            GroupSplit::Rows,
+            (200, 128, 128, 4),
+            [60, 90, 250, 200],
+            [60, 90, 200, 200],
+            2,
+        ),
+        (
+            GroupSplit::Reduction,
+            (64, 128, 320, 4),
+            [100, 200, 150, 320],
+            [100, 200, 200, 320],
+            2,
+        ),
+        (
+            GroupSplit::Reduction,
+            (64, 128, 320, 4),
+            [100, 200, 300, 1 << 30],
+            [100, 200, 300, 320],
+            3,
+        ),
+    ];
+    let good = |total: i32| [total / 4, total / 2, total / 2, total - 1];
+    for (split, dims, bad, clamped, group) in cases {
+        let what = format!("{split} {bad:?}");
+        let (gg, a, b, bias, c_len) = case(split, DType::BF16, Tier::TensorCores, dims, &mut rng);
+        let inputs = (&a, &b, bias.as_ref());
+        assert_eq!(gpu.take_device_error(), Ok(()), "{what}: nothing pending");
+
+        // Direct: the clamped ends' bits, and the report once the stream is synchronized.
+        let got = on_device_ends(&gpu, &stream, &gg, &bad, inputs, c_len)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let want_clamped = on_cpu(&gg, &clamped, &a, &b, bias.as_ref(), c_len);
+        assert!(got.bits() == want_clamped.bits(), "{what}: clamped ends");
+        match gpu.take_device_error() {
+            Err(Error::BadOffsets { group: g, detail }) => {
+                assert_eq!(g, group, "{what}: {detail}");
+                assert!(detail.contains("on the device"), "{what}: {detail}");
+            }
+            other => panic!("{what}: no report of the bad end: {other:?}"),
+        }
+        assert_eq!(
+            gpu.take_device_error(),
+            Ok(()),
+            "{what}: the report was cleared"
+        );
+
+        // A report pending at the next grouped call is that call's error, and it runs
+        // nothing; the call after it runs.
+        let good = good(gg.total() as i32);
+        on_device_ends(&gpu, &stream, &gg, &bad, inputs, c_len)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let refused = on_device_ends(&gpu, &stream, &gg, &good, inputs, c_len);
+        assert!(
+            matches!(&refused, Err(Error::BadOffsets { group: g, .. }) if *g == group),
+            "{what}: the next call returns the report: {refused:?}"
+        );
+        let got = on_device_ends(&gpu, &stream, &gg, &good, inputs, c_len)
+            .unwrap_or_else(|e| panic!("{what}: after the report: {e}"));
+        let want = on_cpu(&gg, &good, &a, &b, bias.as_ref(), c_len);
+        assert!(
+            got.bits() == want.bits(),
+            "{what}: a good call after the report"
+        );
+        assert_eq!(
+            gpu.take_device_error(),
+            Ok(()),
+            "{what}: good ends, no report"
+        );
+
+        // Replayed from a graph: the report comes with the replay.
+        let poison = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
+        let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);
+        let d = offsets_on_device(&bad);
+        let ends = GroupOffsets::Device(d.at(0).cast_const().cast());
+        let got = captured(&gpu, &stream, &gg, ends, &dev, c_len)
+            .unwrap_or_else(|e| panic!("{what}: captured: {e}"));
+        assert!(got.bits() == want_clamped.bits(), "{what}: replayed");
+        assert!(
+            matches!(gpu.take_device_error(), Err(Error::BadOffsets { group: g, .. }) if g == group),
+            "{what}: replayed"
+        );
+    }
 }
 
 #[test]

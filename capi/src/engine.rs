@@ -15,8 +15,10 @@ use crate::status::{boundary, sgemm_bi_status, CResult, Failure};
 /// released by `sgemm_bi_engine_destroy`.
 ///
 /// Thread safety: an engine may be used by any number of threads at once; every call is
-/// independent of the others and the engine holds no per-call state. Only
-/// `sgemm_bi_engine_destroy` must not overlap another call on the same engine.
+/// independent of the others and the engine holds no per-call state, but for one report: a
+/// bad group end that a grouped kernel found on the device, which the engine's next grouped
+/// call returns (`sgemm_bi_engine_take_device_error`). Only `sgemm_bi_engine_destroy` must
+/// not overlap another call on the same engine.
 pub struct sgemm_bi_engine {
     engine: Engine,
 }
@@ -210,6 +212,33 @@ pub unsafe extern "C" fn sgemm_bi_engine_set_pointer_checks(
         // SAFETY: contract 1.
         let e = unsafe { self::engine(engine) }?;
         e.set_pointer_checks(enabled);
+        Ok(())
+    })
+}
+
+/// Returns, and clears, the bad group end that a grouped kernel of this engine found on the
+/// device since the last look: `SGEMM_BI_STATUS_BAD_OFFSETS` with a message
+/// (`sgemm_bi_last_error_message`) naming the group, the end, the extent it may not pass,
+/// and that an earlier grouped call found it on the device; `SGEMM_BI_STATUS_OK` when there
+/// is none (always on the CPU engine, which checks offsets before running).
+///
+/// A grouped call with offsets in device memory that runs as one grouped kernel (see
+/// `sgemm_bi_grouped_gemm`) does not wait for its offsets: the kernel clamps a bad end and
+/// reports it when it runs. The report is seen once the kernel has run: certainly after a
+/// synchronize of the stream (or the graph launch) that ran it, perhaps not before. The
+/// engine keeps one report, the latest. Every grouped call looks first and returns the
+/// report without running; dense calls do not look.
+///
+/// # Safety
+/// 1. `engine` is NULL or a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn sgemm_bi_engine_take_device_error(
+    engine: *const sgemm_bi_engine,
+) -> sgemm_bi_status {
+    boundary(|| {
+        // SAFETY: contract 1.
+        let e = unsafe { self::engine(engine) }?;
+        e.take_device_error()?;
         Ok(())
     })
 }

@@ -32,7 +32,10 @@ pub enum sgemm_bi_group_split {
 pub enum sgemm_bi_offsets_location {
     /// Host memory, read during the call.
     Host = 0,
-    /// Device memory of the engine's context (CUDA engines): read back on `stream` after
+    /// Device memory of the engine's context (CUDA engines). Where a grouped kernel takes
+    /// the call (sm_90, tensor-core tier; see `sgemm_bi_grouped_gemm`) it reads them on the
+    /// device without a wait, and reports a bad end afterwards
+    /// (`sgemm_bi_engine_take_device_error`). Elsewhere they are read back on `stream` after
     /// the work queued before, which waits for the stream, so not during graph capture
     /// (`SGEMM_BI_STATUS_UNSUPPORTED`).
     Device = 1,
@@ -69,6 +72,14 @@ impl CEnum for sgemm_bi_offsets_location {
 /// non-decreasing, from 0 up to the total; `SGEMM_BI_STATUS_BAD_OFFSETS` otherwise, before
 /// anything runs. Rows (ROWS) or columns (COLUMNS) of C past the last end are written as +0.0,
 /// or left as they are when accumulating.
+///
+/// Device offsets that a grouped kernel reads on the device (sm_90, tensor-core tier, bf16 or
+/// f16: ROWS with a row-major A and an overwritten C, REDUCTION with a column-major A and a
+/// row-major B) are not waited for, so the call cannot check them first: the kernel clamps a
+/// bad end into the split dimension (never touching memory outside the buffers) and reports
+/// the first one to the engine once it has run. The next grouped call on the engine then
+/// returns `SGEMM_BI_STATUS_BAD_OFFSETS` without running, its message naming the group, the
+/// end and that it was found on the device; `sgemm_bi_engine_take_device_error` asks directly.
 ///
 /// # Safety
 /// As for `sgemm_bi_gemm`, with the extents of the whole call (the per-group operand `batch`

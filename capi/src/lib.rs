@@ -15,7 +15,8 @@
 //!   primary context) on a CUDA engine; the library cannot see the size of an allocation,
 //!   so the caller guarantees the extents the descriptor implies.
 //! - One engine may be used by any number of threads at once (the Rust engine is
-//!   `Send + Sync` and calls share no state); only its destruction must not overlap a call.
+//!   `Send + Sync` and calls share no state but a device error report, see
+//!   `sgemm_bi_engine_take_device_error`); only its destruction must not overlap a call.
 //!
 //! The Rust items are named as C spells them (`sgemm_bi_status`, `sgemm_bi_gemm_desc`);
 //! enum variants become `SGEMM_BI_<ENUM>_<VARIANT>` in the header.
@@ -42,8 +43,8 @@ pub use desc::{
 pub use engine::{
     sgemm_bi_backward_dw, sgemm_bi_backward_dx, sgemm_bi_engine, sgemm_bi_engine_capabilities,
     sgemm_bi_engine_create, sgemm_bi_engine_destroy, sgemm_bi_engine_resolve_tier,
-    sgemm_bi_engine_set_pointer_checks, sgemm_bi_engine_supports, sgemm_bi_forward, sgemm_bi_gemm,
-    sgemm_bi_gemm_desc_dense,
+    sgemm_bi_engine_set_pointer_checks, sgemm_bi_engine_supports,
+    sgemm_bi_engine_take_device_error, sgemm_bi_forward, sgemm_bi_gemm, sgemm_bi_gemm_desc_dense,
 };
 pub use grouped::{sgemm_bi_group_split, sgemm_bi_grouped_gemm, sgemm_bi_offsets_location};
 pub use status::{sgemm_bi_last_error_message, sgemm_bi_status, sgemm_bi_status_name};

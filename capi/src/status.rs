@@ -74,7 +74,9 @@ pub enum sgemm_bi_status {
     InaccessibleMemory = 19,
     /// A grouped call's offsets are not one non-decreasing end per group between 0 and the
     /// total of the dimension they split (the message names the first bad group). Checked
-    /// before anything runs, also for offsets in device memory (read back first).
+    /// before anything runs, also for offsets in device memory that are read back first;
+    /// those a grouped kernel reads on the device are reported once it has run, by
+    /// `sgemm_bi_engine_take_device_error` and the engine's next grouped call.
     BadOffsets = 20,
     /// The call is valid, but this engine cannot run it in this situation (the message says
     /// what would work), e.g. a grouped call reading device offsets during graph capture.
@@ -233,7 +235,8 @@ fn panic_message(payload: &(dyn Any + Send)) -> &str {
 /// stores its message for `sgemm_bi_last_error_message()`.
 pub(crate) fn boundary(body: impl FnOnce() -> CResult) -> sgemm_bi_status {
     // AssertUnwindSafe: after a panic nothing of the body's state is used again; the engine
-    // is only borrowed shared and holds no state that a call mutates.
+    // is only borrowed shared, and the one state a call changes (taking a device error
+    // report) is complete or untouched at every point a panic could unwind from.
     let (status, message) = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => (sgemm_bi_status::Ok, String::new()),
         Ok(Err(f)) => (f.status, f.message),

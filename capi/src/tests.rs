@@ -903,6 +903,22 @@ fn engine_creation_and_capabilities() {
     }
 }
 
+/// The CPU engine checks every offset before it runs, so it never has a device error to
+/// report; the call still checks its handle.
+#[test]
+fn a_cpu_engine_has_no_device_error() {
+    let cpu = Handle::cpu();
+    // SAFETY: a live engine.
+    assert_eq!(unsafe { sgemm_bi_engine_take_device_error(cpu.get()) }, OK);
+    assert_eq!(message(), "");
+    // SAFETY: NULL is checked.
+    assert_eq!(
+        unsafe { sgemm_bi_engine_take_device_error(null()) },
+        sgemm_bi_status::NullParameter
+    );
+    assert_eq!(message(), "engine is NULL");
+}
+
 /// One engine, several threads at once: every thread gets the single-threaded bits, and
 /// each thread's last error is its own.
 #[test]

@@ -22,7 +22,9 @@ enum Backend {
 }
 
 /// A GEMM engine bound to one device. `Engine` is `Send + Sync`: one engine may be shared by
-/// any number of threads, each call independent of the others.
+/// any number of threads, each call independent of the others (but for one report: a bad
+/// group end that a grouped kernel found on the device is returned by the engine's next
+/// grouped call, see [`Engine::take_device_error`]).
 pub struct Engine {
     device: Device,
     backend: Backend,
@@ -279,6 +281,10 @@ impl Engine {
     /// one grouped kernel that reads them where one applies, and are read back first
     /// elsewhere (see [`GroupOffsets::Device`]).
     ///
+    /// First of all, a bad end that an earlier call's grouped kernel found on the device and
+    /// has not been taken yet is returned (and cleared), and this call does not run: see
+    /// [`Engine::take_device_error`].
+    ///
     /// # Safety
     /// As for [`Engine::gemm`], with the spans of the whole call (the per-group operand
     /// `groups` times); for [`GroupOffsets::Device`], a device pointer to `groups` `i32`s.
@@ -289,6 +295,7 @@ impl Engine {
         p: GemmPointers,
         stream: Stream,
     ) -> Result<()> {
+        self.take_device_error()?;
         let g = &GroupedGemm {
             gemm: self.resolved(&g.gemm),
             ..*g
@@ -346,6 +353,27 @@ impl Engine {
             unsafe { self.run_group(&rest, &p, stream) }?;
         }
         Ok(())
+    }
+
+    /// The bad group end that a grouped kernel of this engine found on the device, if one
+    /// did since the last look: [`Error::BadOffsets`] naming the group, the end and the
+    /// extent it may not pass, and the report cleared (the next look returns `Ok` unless
+    /// another kernel has found one since). `Ok` when there is none, and always on the CPU
+    /// engine, which checks every offset before it runs.
+    ///
+    /// The grouped kernel that takes device offsets ([`GroupOffsets::Device`]) never waits
+    /// for them: it clamps a bad end, so it still reads and writes only inside the buffers,
+    /// and reports the first bad end of its call when it runs. A look sees the report once
+    /// that kernel has run: always after a synchronize of the stream it ran on (or of a
+    /// graph that replayed it), perhaps not yet while it is still queued. The engine keeps
+    /// one report, the latest, not one per call. Every grouped call looks first
+    /// ([`Engine::grouped_gemm`]); dense calls do not, since a bad group end says nothing
+    /// about them. One volatile load of host memory when there is nothing to report.
+    pub fn take_device_error(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Cpu => Ok(()),
+            Backend::Cuda(c) => c.take_device_error(),
+        }
     }
 
     /// One group's dense call (its memory already checked with the whole call's).

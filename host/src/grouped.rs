@@ -9,6 +9,10 @@
 //! or, for offsets in device memory on the Hopper path, as one grouped kernel that runs each
 //! group with the dense kernels' mainloop (`kernels-gpu/src/hopper/grouped.rs`). Both give
 //! the dense calls' bits.
+//!
+//! Offsets are checked before anything runs ([`check_offsets`]), except those the grouped
+//! kernel reads on the device without a wait: it clamps a bad end and reports it once it
+//! has run, to the engine's next grouped call ([`GroupOffsets::Device`]).
 
 use crate::error::{Error, Operand as Which, Result};
 use crate::types::{Gemm, Layout};
@@ -267,11 +271,15 @@ pub enum GroupOffsets<'a> {
     /// In device memory of a CUDA engine's context (torch's `offs` on the GPU). On the
     /// tensor-core tier's Hopper path (sm_90, bf16/f16; a rows split with a row-major A and
     /// an overwritten C, or a reduction split with a column-major A and a row-major B) one
-    /// grouped kernel reads them: nothing waits, the call can be captured in a CUDA graph,
-    /// and ends it cannot check are clamped into the split dimension (a decreasing end makes
-    /// an empty group, one past the end is the end), so they never make it read or write
-    /// outside the buffers. Elsewhere they are read back on the call's stream and checked as host
-    /// offsets are; that read waits for the stream, so it is refused during a CUDA graph
-    /// capture ([`Error::Unsupported`]).
+    /// grouped kernel reads them: nothing waits and the call can be captured in a CUDA graph.
+    /// The call cannot check ends it does not wait for: the kernel clamps a bad one into the
+    /// split dimension (a decreasing end makes an empty group, one past the end is the end),
+    /// so it never reads or writes outside the buffers, and reports the first one to the
+    /// engine, which returns it as [`Error::BadOffsets`] from
+    /// [`Engine::take_device_error`](crate::Engine::take_device_error) and from the
+    /// engine's next grouped call once the kernel has run (certainly after a synchronize of
+    /// the stream). Elsewhere the offsets are read back on the call's stream and checked as
+    /// host offsets are, before anything runs; that read waits for the stream, so it is
+    /// refused during a CUDA graph capture ([`Error::Unsupported`]).
     Device(*const i32),
 }

@@ -7,6 +7,7 @@ The API::
     sgemm_bi.linear(x, weight, bias=None, *, tier="auto")  # F.linear semantics
     sgemm_bi.grouped_mm(a, b, *, offs=None, bias=None, out_dtype=None, tier="auto")
                                                            # F.grouped_mm (MoE experts)
+    sgemm_bi.check_device_errors(device=None)              # bad offs found on the GPU
     sgemm_bi.Linear(in_features, out_features, ...)        # a drop-in nn.Linear
     sgemm_bi.Linear.from_torch(linear, *, tier="auto")
     sgemm_bi.enable(tier="auto"); sgemm_bi.disable()       # every matmul of a model
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from . import errors, ops, parallel
 from ._version import __version__
-from .engine import Capabilities, Engine
+from .engine import Capabilities, Engine, check_device_errors
 from .errors import (
     LibraryNotFoundError,
     NoDeviceError,
@@ -53,6 +54,7 @@ __all__ = [
     "matmul",
     "linear",
     "grouped_mm",
+    "check_device_errors",
     "deterministic_linear",
     "Linear",
     "enable",

@@ -222,6 +222,7 @@ PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "sgemm_bi_engine_supports": (_status, [_engine_p, c_uint32, POINTER(c_bool)]),
     "sgemm_bi_engine_resolve_tier": (_status, [_engine_p, c_uint32, c_uint32, POINTER(c_uint32)]),
     "sgemm_bi_engine_set_pointer_checks": (_status, [_engine_p, c_bool]),
+    "sgemm_bi_engine_take_device_error": (_status, [_engine_p]),
     "sgemm_bi_gemm_desc_dense": (
         _status,
         [c_uint64, c_uint64, c_uint64, c_uint32, POINTER(sgemm_bi_gemm_desc)],

@@ -64,6 +64,7 @@ __all__ = [
     "TIER_NAMES",
     "parse_tier",
     "engine_for",
+    "check_device_errors",
 ]
 
 GemmDesc = sgemm_bi_gemm_desc
@@ -288,6 +289,18 @@ class Engine:
         check(self._lib.sgemm_bi_engine_resolve_tier(self.handle, parse_tier(tier),
                                                       _dtype(dtype), ctypes.byref(out)))
         return Tier(out.value)
+
+    def take_device_error(self) -> None:
+        """Raises :class:`~sgemm_bi.errors.BadOffsetsError` for the bad group end a grouped
+        kernel of this engine found on the GPU since the last look, and clears it
+        (``sgemm_bi_engine_take_device_error``); returns when there is none (always on the
+        CPU engine, which checks offsets before it runs).
+
+        A grouped call whose offsets are on the GPU and that runs as one grouped kernel does
+        not wait for them: the kernel clamps a bad end and reports it when it runs, so a look
+        sees it once the kernel has run (certainly after synchronizing its stream). Every
+        grouped call looks first and raises the report instead of running."""
+        check(self._lib.sgemm_bi_engine_take_device_error(self.handle))
 
     def build_info(self) -> dict[str, Any]:
         """:func:`sgemm_bi.build_info` plus ``"loaded"``: for each kernel module of this
@@ -520,3 +533,28 @@ def engine_for(device: Any) -> Engine:
                 e._shared = True
                 _shared[key] = e
     return e
+
+
+def check_device_errors(device: Any = None) -> None:
+    """Raises :class:`~sgemm_bi.errors.BadOffsetsError` for a bad group end that a grouped
+    kernel found on the GPU, and clears it (:meth:`Engine.take_device_error` of the shared
+    engines the torch layer runs on).
+
+    ``grouped_mm`` with ``offs`` on the GPU, where one grouped kernel reads them (an H200's
+    tensor-core tier), never waits for them: the kernel clamps a bad end (nothing outside
+    the tensors is touched) and reports the first one when it runs. The next ``grouped_mm``
+    on that device (a form with ``offs``) raises it instead of running; this asks without a
+    call.
+    The report is there once the kernel has run: synchronize first
+    (``torch.cuda.synchronize()``) to be certain to see it.
+
+    ``device`` (``"cuda:0"``, a ``torch.device``, an ordinal): that device's engine; ``None``:
+    every device's engine created so far, raising the first report found. A device with no
+    engine yet has nothing to report (none is created)."""
+    if device is None:
+        engines = list(_shared.values())
+    else:
+        found = _shared.get(_parse_device(device))
+        engines = [] if found is None else [found]
+    for e in engines:
+        e.take_device_error()

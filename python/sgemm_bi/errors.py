@@ -175,7 +175,9 @@ class InaccessibleMemoryError(SgemmBiError, ValueError):
 
 class BadOffsetsError(SgemmBiError, ValueError):
     """A grouped call's offsets are not one non-decreasing end per group between 0 and the
-    length of the dimension they split (``SGEMM_BI_STATUS_BAD_OFFSETS``)."""
+    length of the dimension they split (``SGEMM_BI_STATUS_BAD_OFFSETS``): checked before the
+    call runs, or, for offsets a grouped kernel read on the GPU, found there by an earlier
+    call and raised by the next one (see :func:`sgemm_bi.check_device_errors`)."""
 
     status = Status.BAD_OFFSETS
 

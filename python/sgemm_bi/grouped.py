@@ -33,12 +33,16 @@ Offsets on the GPU: on the tensor-core tier of an H200 (sm_90, bf16 or f16), for
 with a row-major ``mat_a`` and for 2-D × 2-D with a column-major ``mat_a`` (``x.t()``) and a
 row-major ``mat_b`` — the forward, the input gradient and the weight gradient of an MoE
 layer — one grouped kernel reads them on the GPU, so nothing waits and the call can be
-captured in a CUDA graph; there, offsets the kernel cannot check are clamped (a decreasing
-end makes an empty group, an end past the split dimension is its end) and never make it
-touch memory outside the tensors. Every other call reads them back first (one wait for
-the stream) and checks them (:class:`~sgemm_bi.errors.BadOffsetsError`), which a CUDA graph
-capture does not allow (:class:`~sgemm_bi.errors.UnsupportedError`): pass them on the CPU
-there.
+captured in a CUDA graph; there, offsets the call cannot check before it runs are clamped
+by the kernel (a decreasing end makes an empty group, an end past the split dimension is
+its end), so it never touches memory outside the tensors, and the first bad end is
+reported once the kernel has run: the next ``grouped_mm`` on that device (a form with
+``offs``) raises it as :class:`~sgemm_bi.errors.BadOffsetsError` (naming the group and the end)
+instead of running, and :func:`sgemm_bi.check_device_errors` raises it on request
+(synchronize first to be certain to see it). Every other call reads the offsets back first
+(one wait for the stream) and checks them (:class:`~sgemm_bi.errors.BadOffsetsError`),
+which a CUDA graph capture does not allow (:class:`~sgemm_bi.errors.UnsupportedError`):
+pass them on the CPU there.
 """
 
 from __future__ import annotations

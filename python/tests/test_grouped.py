@@ -175,6 +175,18 @@ def test_bad_input_is_a_typed_error(gen) -> None:
         sgemm_bi.grouped_mm(x, w, offs=ok, tier="fast")
 
 
+def test_the_cpu_has_no_device_errors(gen) -> None:
+    """The CPU checks every offset before it runs: nothing is ever left to report later."""
+    x, w = rand(gen, 10, 4, dtype=torch.float32), rand(gen, 3, 4, 5, dtype=torch.float32)
+    with pytest.raises(BadOffsetsError):
+        sgemm_bi.grouped_mm(x, w, offs=torch.tensor([5, 2, 10], dtype=torch.int32))
+    assert sgemm_bi.check_device_errors("cpu") is None
+    assert sgemm_bi.check_device_errors() is None
+    with sgemm_bi.Engine("cpu") as e:
+        assert e.take_device_error() is None
+    assert "check_device_errors" in sgemm_bi.__all__
+
+
 def test_the_custom_op_passes_opcheck(gen) -> None:
     from sgemm_bi.grouped import grouped_mm_op
 
@@ -289,6 +301,43 @@ def test_gpu_bad_device_offsets_are_reported_without_corrupting_anything(gen) ->
     ok = torch.tensor([4, 16], dtype=torch.int32, device=dev)
     same_bits(sgemm_bi.grouped_mm(x, w, offs=ok, tier="scalar").cpu(),
               sgemm_bi.grouped_mm(x.cpu(), w.cpu(), offs=ok.cpu(), tier="scalar"))
+
+
+@pytest.mark.gpu
+def test_gpu_bad_offsets_the_grouped_kernel_reads_are_raised_once_it_has_run(gen) -> None:
+    """The H200's grouped kernel reads ``offs`` on the GPU without a wait: it clamps a bad
+    end (the result is the clamped ends') and reports the first one. After a synchronize
+    ``check_device_errors`` raises it, once; a ``grouped_mm`` made while it is pending raises
+    it instead of running; the calls after it give their bits."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the grouped kernel runs on compute capability 9.0 (an H200)")
+    dev = torch.device("cuda")
+    x = rand(gen, 200, 128, dtype=torch.bfloat16)
+    w = rand(gen, 4, 128, 128, dtype=torch.bfloat16)
+    xd, wd = x.to(dev), w.to(dev)
+    good = torch.tensor([50, 100, 100, 199], dtype=torch.int32)
+    want_good = sgemm_bi.grouped_mm(x, w, offs=good, tier="tensor_cores")
+    sgemm_bi.check_device_errors(dev)  # nothing pending from earlier tests
+    for bad, clamped, group in (([60, 30, 120, 200], [60, 60, 120, 200], 1),
+                                ([60, 90, 250, 200], [60, 90, 200, 200], 2)):
+        offs = torch.tensor(bad, dtype=torch.int32, device=dev)
+        out = sgemm_bi.grouped_mm(xd, wd, offs=offs, tier="tensor_cores")
+        torch.cuda.synchronize()
+        want = sgemm_bi.grouped_mm(x, w, offs=torch.tensor(clamped, dtype=torch.int32),
+                                   tier="tensor_cores")
+        same_bits(out.cpu(), want, f"{bad}: the clamped ends")
+        with pytest.raises(BadOffsetsError, match=f"group {group}:.*on the device"):
+            sgemm_bi.check_device_errors(dev)
+        sgemm_bi.check_device_errors(dev)  # taken: nothing left
+
+        sgemm_bi.grouped_mm(xd, wd, offs=offs, tier="tensor_cores")
+        torch.cuda.synchronize()
+        with pytest.raises(BadOffsetsError, match=f"group {group}:"):
+            sgemm_bi.grouped_mm(xd, wd, offs=good.to(dev), tier="tensor_cores")
+        got = sgemm_bi.grouped_mm(xd, wd, offs=good.to(dev), tier="tensor_cores")
+        torch.cuda.synchronize()
+        same_bits(got.cpu(), want_good, f"{bad}: a good call after the report")
+        sgemm_bi.check_device_errors()
 
 
 @pytest.mark.gpu

@@ -427,6 +427,15 @@ static void grouped_calls(void) {
                                  SGEMM_BI_OFFSETS_LOCATION_DEVICE, a, experts, expert_bias, c,
                                  NULL),
            SGEMM_BI_STATUS_WRONG_DEVICE, "host memory", "device offsets on the CPU");
+
+    /* The CPU engine checks offsets before it runs: it never has a device error pending,
+     * not even after the rejected calls above. */
+    check(sgemm_bi_engine_take_device_error(engine) == SGEMM_BI_STATUS_OK,
+          "a CPU engine has no device error");
+    check(sgemm_bi_last_error_message()[0] == '\0', "no device error, no message");
+    poison_c();
+    expect(sgemm_bi_engine_take_device_error(NULL), SGEMM_BI_STATUS_NULL_PARAMETER, "engine",
+           "take_device_error: NULL engine");
 }
 
 int main(void) {

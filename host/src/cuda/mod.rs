@@ -8,6 +8,7 @@
 //! engines in a loop neither reloads the PTX nor leaks modules.
 
 mod catalogue;
+mod device_errors;
 mod grouped;
 mod hopper;
 mod images;
@@ -22,6 +23,7 @@ mod tensor;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::{result, sys, CudaContext};
+use device_errors::{EngineRecord, RecordPool};
 
 use crate::error::{Error, Operand as Which, Result};
 use crate::grouped::GroupedGemm;
@@ -96,6 +98,9 @@ struct Loaded {
     /// compute capability 9.0.
     sm80: Option<Arc<ModuleLoader>>,
     sm90a: Option<Arc<ModuleLoader>>,
+    /// The grouped kernels' error records that no engine holds (`device_errors.rs`): kept
+    /// for the process, as the modules are, since work an engine launched may outlive it.
+    records: Arc<RecordPool>,
 }
 
 // SAFETY: CUfunction handles are immutable after loading and the CUDA driver API is
@@ -159,6 +164,7 @@ impl Loaded {
         let grouped = sm90a
             .as_ref()
             .map(|_| grouped::GroupedKernels::new(&entries, sms as usize));
+        let records = Arc::new(RecordPool::new(&ctx));
         Ok(Loaded {
             ctx,
             ordinal,
@@ -170,6 +176,7 @@ impl Loaded {
             grouped,
             sm80,
             sm90a,
+            records,
         })
     }
 
@@ -183,11 +190,12 @@ impl Loaded {
     }
 }
 
-/// The engine's state on one CUDA device: the device's shared kernels and this engine's
-/// choice of tensor-core path.
+/// The engine's state on one CUDA device: the device's shared kernels, this engine's
+/// choice of tensor-core path, and where its grouped kernels report bad group ends.
 pub(crate) struct CudaBackend {
     loaded: Arc<Loaded>,
     tc_path: TcPath,
+    errors: EngineRecord,
 }
 
 impl CudaBackend {
@@ -217,7 +225,12 @@ impl CudaBackend {
             .ctx
             .bind_to_thread()
             .map_err(driver_error("cuCtxSetCurrent"))?;
-        Ok(CudaBackend { loaded, tc_path })
+        let errors = EngineRecord::new(&loaded.records);
+        Ok(CudaBackend {
+            loaded,
+            tc_path,
+            errors,
+        })
     }
 
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
@@ -306,9 +319,11 @@ impl CudaBackend {
 
     /// Runs the grouped call `gg`, whose group ends are at device address `ends`, as one
     /// grouped kernel that reads them (no wait for them; see `grouped.rs`), after the same
-    /// alignment and memory checks as [`CudaBackend::gemm`] (and the ends' memory). `false`
-    /// when no grouped kernel takes the call (nothing was checked or launched: the caller
-    /// reads the ends and runs the groups one by one).
+    /// alignment and memory checks as [`CudaBackend::gemm`] (and the ends' memory). The
+    /// kernel clamps a bad end and reports the first one in this engine's record, which the
+    /// host sees once the kernel has run ([`CudaBackend::take_device_error`]). `false` when no
+    /// grouped kernel takes the call (nothing was checked or launched: the caller reads the
+    /// ends and runs the groups one by one).
     ///
     /// # Safety
     /// As for [`CudaBackend::gemm`] with `whole` (the call over every group) and its `ext`;
@@ -350,10 +365,19 @@ impl CudaBackend {
                 bytes,
             )?;
         }
-        // SAFETY: the caller's contract; the plan is the kernels' own for this call.
-        // No error record yet: bad ends are clamped, not reported.
-        unsafe { kernels.launch(&plan, gg, ends, 0, p, stream.0 as sys::CUstream) }?;
+        // The kernel clamps a bad end (it never waits for the ends) and reports the first
+        // one in this engine's record, for `take_device_error`.
+        let errors = self.errors.device_address()?;
+        // SAFETY: the caller's contract; the plan is the kernels' own for this call; the
+        // record is valid for the process (`device_errors.rs`).
+        unsafe { kernels.launch(&plan, gg, ends, errors, p, stream.0 as sys::CUstream) }?;
         Ok(true)
+    }
+
+    /// The bad group end a grouped kernel of this engine reported since the last look, as
+    /// [`Error::BadOffsets`], and the report cleared (`device_errors.rs`).
+    pub(crate) fn take_device_error(&self) -> Result<()> {
+        self.errors.take_error()
     }
 
     /// The tensor-core tier: the Hopper path where it is loaded and can describe the

@@ -51,6 +51,16 @@ impl<T> Lazy<T> {
         };
         Ok(self.0.get_or_init(|| v))
     }
+
+    /// The value, if it has been computed.
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.0.get()
+    }
+
+    /// The value, if it has been computed, leaving none.
+    pub(crate) fn take(&mut self) -> Option<T> {
+        self.0.take()
+    }
 }
 
 /// This thread's stream-capture interaction mode set to relaxed for the guard's lifetime
