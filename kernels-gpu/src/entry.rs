@@ -116,21 +116,22 @@ macro_rules! define_entries {
         /// Grouped Hopper tensor-core GEMM entry point (see `hopper::grouped`).
         ///
         /// # Safety
-        /// Launched by the host with a validated `GroupedHopperParams` (tensor maps of A and
-        /// B built for these layouts and this tile, the group ends in device memory),
+        /// Launched by the host with a validated `GroupedHopperParams` (tensor maps of A, B
+        /// and C built for these layouts and this tile, the group ends in device memory),
         /// `hopper::config::threads(BM)` threads and `hopper::config::SMEM_BYTES` of dynamic
         /// shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: GroupedHopperParams) {
             let map_a = crate::kernel_param_generic_address!($name, 0);
             let map_b = crate::kernel_param_generic_address!($name, 128);
+            let map_c = crate::kernel_param_generic_address!($name, 256);
             // SAFETY: forwarded launch contract.
             unsafe {
                 hopper::grouped::gemm::<$elem, $b, $bn, $c>(
                     &p.base.gemm,
                     p.group_ends,
                     p.errors,
-                    [map_a, map_b],
+                    [map_a, map_b, map_c],
                 )
             }
         }

@@ -264,26 +264,32 @@ impl GroupedKernels {
         let b_box = plan.bn / plan.cluster;
         let map_b =
             operand_map(&g.b, b_k, p.b as usize, g.n, g.k, b_batch, b_box).map_err(map_err)?;
-        // The reduction split stores each group's C as the dense kernels do (boxes of 128
-        // bytes × one consumer warpgroup's rows, one batch entry per group); accumulate mode
-        // and the rows split store from registers.
+        // C's map, for the stores of the copy engine (boxes of 128 bytes × one consumer
+        // warpgroup's rows, as the dense kernels' epilogue writes them): the reduction split
+        // stores each group's C as the dense kernels do (one batch entry per group), the rows
+        // split the parts of a tile that lie before their group's end (one batch entry).
+        // Accumulate mode stores from registers.
         let map_c = match g.c.mode {
-            OutputMode::Overwrite(dtype) if plan.reduction() => {
+            OutputMode::Overwrite(dtype) => {
                 let box_cols = (EPILOGUE_PIECE_BYTES / WG_M) / dtype.size() as u32;
-                let dims = [box_cols, WG_M];
+                let (batch, stride) = if plan.reduction() {
+                    (g.batch, g.c.batch_stride)
+                } else {
+                    (1, 0)
+                };
                 encode_raw(
                     dtype,
                     p.c as usize,
                     g.n,
                     g.m,
                     g.c.ldc,
-                    g.batch,
-                    g.c.batch_stride,
-                    dims,
+                    batch,
+                    stride,
+                    [box_cols, WG_M],
                 )
                 .map_err(map_err)?
             }
-            _ => TensorMap { opaque: [0; 16] },
+            OutputMode::AccumulateF32 => TensorMap { opaque: [0; 16] },
         };
         let gemm = gemm_params(&g, p, BM, plan.bn);
         let params = GroupedHopperParams {
@@ -314,9 +320,15 @@ impl GroupedKernels {
         attributes[0].value.clusterDim.x = cluster;
         attributes[0].value.clusterDim.y = 1;
         attributes[0].value.clusterDim.z = 1;
+        // Entries without clusters launch plainly.
+        let attributes = if cluster > 1 {
+            &mut attributes[..]
+        } else {
+            &mut attributes[..0]
+        };
         // SAFETY: the plan accepted the call (the maps describe the caller's buffers, valid
         // for the work on `stream`); the kernel reads `ends` and may write `errors` (the
         // caller's contract); the grid is whole clusters of the size the entry is built for.
-        unsafe { kernel.launch(grid, &params, stream, &mut attributes) }
+        unsafe { kernel.launch(grid, &params, stream, attributes) }
     }
 }

@@ -17,9 +17,11 @@
 //!   (tile row, tile column) inside a group in the shared order (`crate::schedule`); a block
 //!   takes tiles b, b + grid, … and follows the groups with a cursor, reading each group's
 //!   end once;
-//! - the store: straight from registers, each pair of columns of a row that lies before its
-//!   group's end (the copy engine's stores clip at C's edges only, and would write a tile's
-//!   rows past the group's end over the next group's);
+//! - the store: a consumer warpgroup whose 64 rows all lie before the group's end stores them
+//!   as the dense kernels do (pieces staged in shared memory, the copy engine's stores); the
+//!   one that holds a group's last rows stores from registers, each pair of columns of a row
+//!   before the end (the copy engine clips at C's edges only, and would write the rows past
+//!   the group's end over the next group's);
 //! - the bias: N values per group.
 //!
 //! The rows past the last group's end belong to no group and are written as +0.0, as the
@@ -46,6 +48,7 @@ use crate::arch::sync::{
 use crate::arch::tma::{cp_async_bulk_tensor_3d, prefetch_tensormap};
 use crate::element::WgmmaElement;
 use crate::finish::{bias_at, finished_16, finished_f32};
+use crate::schedule::Tile;
 use crate::params::{GemmParams, GroupErrorRecord, BIAS_F32, BIAS_NONE, OUT_BF16, OUT_F32};
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 
@@ -254,8 +257,9 @@ unsafe fn check_ends(tid: u32, ends: u64, groups: u64, limit: u64, errors: u64) 
 /// leading dimension whole pairs of elements; `ends` is the device address of `p.batch`
 /// `i32`s, not written while the kernel runs (the blocks of a cluster must read the same
 /// ends); `errors` is 0 or the address of a `GroupErrorRecord`; `maps` are the generic
-/// addresses of the tensor maps of A (batch extent 1) and B (boxes of BN / CLUSTER rows when
-/// K-contiguous; `host/src/cuda/grouped.rs`); the block has `config::threads(BM)` threads
+/// addresses of the tensor maps of A (batch extent 1), B (boxes of BN / CLUSTER rows when
+/// K-contiguous) and C (batch extent 1, boxes as the dense kernels' epilogue writes them;
+/// `host/src/cuda/grouped.rs`); the block has `config::threads(BM)` threads
 /// and `config::SMEM_BYTES` of dynamic shared memory; with `CLUSTER` > 1 the grid is
 /// launched in clusters of `CLUSTER` blocks along x.
 #[inline(always)]
@@ -263,9 +267,9 @@ pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32, const CLUSTE
     p: &GemmParams,
     ends: u64,
     errors: u64,
-    maps: [u64; 2],
+    maps: [u64; 3],
 ) {
-    let [map_a, map_b] = maps;
+    let [map_a, map_b, map_c] = maps;
     let tid = _thread_idx_x() as u32;
     let wg = tid / 128;
     let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
@@ -301,9 +305,9 @@ pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32, const CLUSTE
         // SAFETY (both arms): forwarded contract; this thread is a consumer's.
         unsafe {
             if p.out_mode == OUT_F32 {
-                consume_tiles::<E, B_K, BN, CLUSTER, true>(p, ends, &st, tid, rank)
+                consume_tiles::<E, B_K, BN, CLUSTER, true>(p, ends, &st, tid, rank, map_c)
             } else {
-                consume_tiles::<E, B_K, BN, CLUSTER, false>(p, ends, &st, tid, rank)
+                consume_tiles::<E, B_K, BN, CLUSTER, false>(p, ends, &st, tid, rank, map_c)
             }
         }
     }
@@ -367,11 +371,12 @@ unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32>(
 }
 
 /// A consumer warpgroup's whole life: for each tile of this block, the chain over K of its
-/// 64 rows, then their store (f32 when `WIDE`, else 16 bits).
+/// 64 rows, then their store (f32 when `WIDE`, else 16 bits): through the copy engine when
+/// all 64 lie before the group's end, else from registers.
 ///
 /// # Safety
 /// As for [`gemm`]; every thread of consumer warpgroup `tid / 128` (≥ 1) calls it together;
-/// `rank` is the block's rank in its cluster.
+/// `rank` is the block's rank in its cluster; `map_c` is C's map.
 #[inline(always)]
 unsafe fn consume_tiles<
     E: WgmmaElement,
@@ -385,9 +390,11 @@ unsafe fn consume_tiles<
     st: &Stages<BN, BM>,
     tid: u32,
     rank: u32,
+    map_c: u64,
 ) {
     let (wg, wtid) = (tid / 128 - 1, tid % 128);
     let mut it = 0u32;
+    let mut issued = 0u32;
     // SAFETY: forwarded contract.
     let mut tiles = unsafe { Groups::<CLUSTER>::new(p, ends, rank) };
     // SAFETY: as above.
@@ -426,7 +433,50 @@ unsafe fn consume_tiles<
                 )
             }
         };
-        if active {
+        if t.m0 + (wg + 1) * WG_M <= t.end {
+            // The group's N bias values, as the dense call's.
+            let bias_elem: u64 = if p.bias_dtype == BIAS_F32 { 4 } else { 2 };
+            let biased = GemmParams {
+                bias: p.bias + u64::from(t.group) * p.n * bias_elem,
+                ..*p
+            };
+            let tile = Tile {
+                batch: 0,
+                m0: u64::from(t.m0),
+                n0: u64::from(t.n0),
+            };
+            let pieces = st.epilogue(wg);
+            // SAFETY: the part's rows lie before the group's end (so inside C, and no other
+            // group's); forwarded contract for the map; the warpgroup's barrier (1 + wg) and
+            // pieces are its own.
+            unsafe {
+                if WIDE {
+                    super::epilogue::store_part::<BN, BM, 0, { super::store_kind::COPY_F32 }>(
+                        &biased,
+                        &tile,
+                        wg,
+                        wg,
+                        wtid,
+                        &acc,
+                        pieces,
+                        map_c,
+                        &mut issued,
+                    )
+                } else {
+                    super::epilogue::store_part::<BN, BM, 0, { super::store_kind::COPY_16 }>(
+                        &biased,
+                        &tile,
+                        wg,
+                        wg,
+                        wtid,
+                        &acc,
+                        pieces,
+                        map_c,
+                        &mut issued,
+                    )
+                }
+            }
+        } else if active {
             // A uniform branch: the common case carries no bias code.
             // SAFETY (both arms): forwarded contract.
             unsafe {
@@ -438,6 +488,7 @@ unsafe fn consume_tiles<
             }
         }
     }
+    super::epilogue::drain(wtid);
 }
 
 /// Finishes the 64 rows `part · WG_M ..` of tile `t` held in `acc` (thread `tid`'s fragment:
