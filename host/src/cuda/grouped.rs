@@ -130,9 +130,9 @@ pub(crate) struct GroupedKernels {
     clusters: ClusterChoice,
 }
 
-/// Whether the rows split runs in clusters of two: the planner's rule, or forced either way
-/// for benchmarks and tests (`SGEMM_BI_GROUPED_CLUSTER=1|2`, read once per device). Not a
-/// tuning knob: both give the same bits.
+/// Whether the rows split runs in clusters of two: the planner's choice (none, for now), or
+/// forced either way for benchmarks and tests (`SGEMM_BI_GROUPED_CLUSTER=1|2`, read once per
+/// device). Both give the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClusterChoice {
     Auto,
@@ -198,18 +198,13 @@ impl GroupedKernels {
                 cluster: 1,
             });
         }
-        // Clusters of two pay off when the groups average two tile rows or more: the B tile
-        // a cluster shares then serves two tiles of rows; below that, the second block of a
-        // group's last cluster tile mostly has no rows and idles while its peer computes.
+        // Clusters of two only when forced: on the H200 they gave the forward 0.92–1.00× of
+        // the plain kernel's speed at seven of eight MoE shapes and 1.11× at one
+        // (docs/perf-notes.md, "Grouped GEMM, version 3"), so the planner does not pick
+        // them yet.
         let cluster = match self.clusters {
             ClusterChoice::Forced(c) => c,
-            ClusterChoice::Auto => {
-                if w == 1 && g.m >= 2 * BM as usize * g.batch {
-                    2
-                } else {
-                    1
-                }
-            }
+            ClusterChoice::Auto => 1,
         };
         let v = match (w, cluster) {
             (0, _) => 0,
