@@ -247,14 +247,12 @@ fn no_hopper_barrier_is_duplicated() {
             .count();
         let pingpong = name.contains("_pp");
         let halves = if pingpong { 2 } else { 1 };
-        // The rows split's grouped kernels store from registers: no pieces, no named
-        // barriers. The reduction split's store as the dense ones do, and each consumer loop
-        // (one per store kind) that runs the chain zeros a partial last K tile behind a
-        // named barrier in each of its four tail forms (`mainloop::zero_k_rows`).
+        // The grouped kernels store as the dense ones do (the rows split: the parts inside
+        // their group; one consumer loop per width). The reduction split's consumer loops
+        // (one per store kind) that run the chain also zero a partial last K tile behind a
+        // named barrier in each of their four tail forms (`mainloop::zero_k_rows`).
         let pieces = if name.contains("_grouped_k_") {
             halves * 3 * bn / 32 + 3 * 4
-        } else if name.contains("_grouped_") {
-            0
         } else {
             halves * 3 * bn / 32
         };
