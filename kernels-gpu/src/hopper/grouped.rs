@@ -32,8 +32,8 @@
 //! kernel read or write outside the buffers the host validated. The host checks ends it can
 //! see; these it cannot.
 
-use super::config::{BM, BOX_BYTES, CONSUMER_REGS, PRODUCER_REGS, SWIZZLE_ELEMS, WG_M};
 use super::config::a_bytes;
+use super::config::{BM, BOX_BYTES, CONSUMER_REGS, PRODUCER_REGS, SWIZZLE_ELEMS, WG_M};
 use super::mainloop::{self, batch_coord, k_tiles, Stages};
 use super::walk::Walk;
 use super::ConsumerSchedule as _;
@@ -48,8 +48,8 @@ use crate::arch::sync::{
 use crate::arch::tma::{cp_async_bulk_tensor_3d, prefetch_tensormap};
 use crate::element::WgmmaElement;
 use crate::finish::{bias_at, finished_16, finished_f32};
-use crate::schedule::Tile;
 use crate::params::{GemmParams, GroupErrorRecord, BIAS_F32, BIAS_NONE, OUT_BF16, OUT_F32};
+use crate::schedule::Tile;
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 
 /// One tile of one group. Rows, columns and counts are `u32`: the host sends only calls whose
