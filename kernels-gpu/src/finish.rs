@@ -27,6 +27,17 @@ pub unsafe fn bias_at(p: &GemmParams, j: u64) -> f32 {
     }
 }
 
+/// `p` with its bias moved to group `group`'s N values: a grouped call's bias is N values
+/// per group, and each group's chain ends as its dense call's does.
+#[inline(always)]
+pub fn group_bias(p: &GemmParams, group: u64) -> GemmParams {
+    let bytes: u64 = if p.bias_dtype == BIAS_F32 { 4 } else { 2 };
+    GemmParams {
+        bias: p.bias + group * p.n * bytes,
+        ..*p
+    }
+}
+
 /// Finishes one element and stores it at `idx` of C.
 ///
 /// # Safety

@@ -47,8 +47,8 @@ use crate::arch::sync::{
 };
 use crate::arch::tma::{cp_async_bulk_tensor_3d, prefetch_tensormap};
 use crate::element::WgmmaElement;
-use crate::finish::{bias_at, finished_16, finished_f32};
-use crate::params::{GemmParams, GroupErrorRecord, BIAS_F32, BIAS_NONE, OUT_BF16, OUT_F32};
+use crate::finish::{bias_at, finished_16, finished_f32, group_bias};
+use crate::params::{GemmParams, GroupErrorRecord, BIAS_NONE, OUT_BF16, OUT_F32};
 use crate::schedule::Tile;
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 
@@ -434,47 +434,26 @@ unsafe fn consume_tiles<
             }
         };
         if t.m0 + (wg + 1) * WG_M <= t.end {
-            // The group's N bias values, as the dense call's.
-            let bias_elem: u64 = if p.bias_dtype == BIAS_F32 { 4 } else { 2 };
-            let biased = GemmParams {
-                bias: p.bias + u64::from(t.group) * p.n * bias_elem,
-                ..*p
-            };
             let tile = Tile {
                 batch: 0,
                 m0: u64::from(t.m0),
                 n0: u64::from(t.n0),
             };
-            let pieces = st.epilogue(wg);
             // SAFETY: the part's rows lie before the group's end (so inside C, and no other
             // group's); forwarded contract for the map; the warpgroup's barrier (1 + wg) and
             // pieces are its own.
             unsafe {
-                if WIDE {
-                    super::epilogue::store_part::<BN, BM, 0, { super::store_kind::COPY_F32 }>(
-                        &biased,
-                        &tile,
-                        wg,
-                        wg,
-                        wtid,
-                        &acc,
-                        pieces,
-                        map_c,
-                        &mut issued,
-                    )
-                } else {
-                    super::epilogue::store_part::<BN, BM, 0, { super::store_kind::COPY_16 }>(
-                        &biased,
-                        &tile,
-                        wg,
-                        wg,
-                        wtid,
-                        &acc,
-                        pieces,
-                        map_c,
-                        &mut issued,
-                    )
-                }
+                super::epilogue::store_tma::<BN, BM, 0, WIDE>(
+                    &group_bias(p, u64::from(t.group)),
+                    &tile,
+                    wg,
+                    wg,
+                    wtid,
+                    &acc,
+                    st.epilogue(wg),
+                    map_c,
+                    &mut issued,
+                )
             }
         } else if active {
             // A uniform branch: the common case carries no bias code.
@@ -511,12 +490,7 @@ unsafe fn store<const BN: u32, const WIDE: bool, const HAS_BIAS: bool>(
     let (warp, lane) = (tid / 32, tid % 32);
     let col0 = u64::from(t.n0) + ((lane % 4) * 2) as u64;
     let r0 = warp * 16 + lane / 4;
-    // The group's N bias values.
-    let bias_elem: u64 = if p.bias_dtype == BIAS_F32 { 4 } else { 2 };
-    let biased = GemmParams {
-        bias: p.bias + u64::from(t.group) * p.n * bias_elem,
-        ..*p
-    };
+    let biased = group_bias(p, u64::from(t.group));
     let rows = [0u32, 8].map(|dr| {
         let i = t.m0 + part * WG_M + r0 + dr;
         (p.c + elem * (u64::from(i) * p.ldc + col0), i < t.end)
