@@ -14,11 +14,16 @@ pub const BM: u32 = 128;
 /// at 0.66× of M = 64). None of this changes a bit: each wgmma still adds the same 16
 /// products to the same accumulator.
 pub const BM_CHOICES: [u32; 5] = [BM, 64, 32, 16, 8];
-/// The one tile width built for the narrow tile heights (`BM_CHOICES[1..]`).
+/// The tile width built for the narrow tile heights (`BM_CHOICES[1..]`) with every layout.
 pub const NARROW_BN: u32 = 64;
+/// The second width of the narrow tile heights, built only for a K-contiguous B (torch's
+/// `[out, in]` weight; an N-contiguous B comes in boxes of 64 columns): where N alone gives
+/// fewer 64-column tiles than half the SMs (N = 4096: 64 tiles on 132 SMs), 32-column tiles
+/// put twice the blocks to streaming the weight, each half as much of it.
+pub const SKINNY_BN: u32 = 32;
 /// The block tile widths (output columns) the kernels are instantiated for; the host picks
 /// one by M, N and the SM count. Each is the N of the one `wgmma.m64nNk16` per k16 step.
-pub const BN_CHOICES: [u32; 4] = [256, 192, 128, 64];
+pub const BN_CHOICES: [u32; 5] = [256, 192, 128, 64, SKINNY_BN];
 /// K per pipeline stage: 64 16-bit elements = 128 bytes, one 128B-swizzle row.
 pub const BK: u32 = 64;
 /// K of one `wgmma.m64nNk16`: the step of the reduction (the contract's unit, as mma.sync's).
@@ -89,10 +94,24 @@ pub const fn stage_bytes(bn: u32, bm: u32) -> u32 {
     a_bytes(bm) + b_bytes(bn)
 }
 
+/// Distance between stages of a (bm, bn) tile: the stage's bytes, but never fewer than the
+/// 64 rows of A a wgmma reads from a tile of fewer rows (`BM_CHOICES`): the rows past `bm`
+/// then read this stage's B tile and padding, never the next stage, which the copy engine
+/// may be writing. Only (bm < 64, SKINNY_BN) tiles are padded.
+#[inline]
+pub const fn stage_pitch(bn: u32, bm: u32) -> u32 {
+    let bytes = stage_bytes(bn, bm);
+    if bytes < WG_M * BK * 2 {
+        WG_M * BK * 2
+    } else {
+        bytes
+    }
+}
+
 /// Pipeline depth for a (bm, bn) tile: as many stages as fit, at most MAX_STAGES.
 #[inline]
 pub const fn stages(bn: u32, bm: u32) -> u32 {
-    let s = STAGE_AREA / stage_bytes(bn, bm);
+    let s = STAGE_AREA / stage_pitch(bn, bm);
     if s > MAX_STAGES {
         MAX_STAGES
     } else {
@@ -120,8 +139,8 @@ const _: () = {
     while i < BN_CHOICES.len() {
         let bn = BN_CHOICES[i];
         assert!(
-            bn % SWIZZLE_ELEMS == 0 && bn <= 256,
-            "B tiles are whole boxes and one wgmma wide"
+            (bn % SWIZZLE_ELEMS == 0 || bn == SKINNY_BN) && bn <= 256,
+            "B tiles are whole boxes (or K-contiguous rows) and one wgmma wide"
         );
         assert!(bn % 32 == 0, "the epilogue walks groups of four n8 blocks");
         let mut j = 0;
@@ -131,9 +150,9 @@ const _: () = {
                 stages(bn, bm) >= 2,
                 "the pipeline needs at least double buffering"
             );
-            assert!(stages(bn, bm) * stage_bytes(bn, bm) <= STAGE_AREA);
+            assert!(stages(bn, bm) * stage_pitch(bn, bm) <= STAGE_AREA);
             assert!(
-                stage_bytes(bn, bm) % 1024 == 0,
+                stage_pitch(bn, bm) % 1024 == 0,
                 "every stage starts on a 128B-swizzle atom"
             );
             j += 1;
@@ -147,7 +166,8 @@ const _: () = {
     let mut j = 1;
     while j < BM_CHOICES.len() {
         assert!(
-            stage_bytes(NARROW_BN, BM_CHOICES[j]) >= WG_M * BK * 2,
+            stage_pitch(NARROW_BN, BM_CHOICES[j]) == stage_bytes(NARROW_BN, BM_CHOICES[j])
+                && stage_pitch(SKINNY_BN, BM_CHOICES[j]) >= WG_M * BK * 2,
             "the 64 rows a wgmma reads from a narrow A tile lie inside its stage"
         );
         j += 1;

@@ -182,7 +182,7 @@ impl MmaElement for F16 {
 }
 
 /// A 16-bit input the Hopper path multiplies: one `wgmma.m64nNk16` step with f32
-/// accumulators (`crate::hopper`), N = `BN` (64, 128 or 256), operands through shared-memory
+/// accumulators (`crate::hopper`), N = `BN` (32, 64, 128, 192 or 256), operands through shared-memory
 /// descriptors, transpose immediates `TA`, `TB` (`arch::wgmma`).
 #[cfg(sgemm_bi_sm90a)]
 pub trait WgmmaElement: Copy {
@@ -210,7 +210,7 @@ pub trait WgmmaElement: Copy {
 
 #[cfg(sgemm_bi_sm90a)]
 macro_rules! wgmma_element {
-    ($t:ty, $n256:ident, $n192:ident, $n128:ident, $n64:ident) => {
+    ($t:ty, $n256:ident, $n192:ident, $n128:ident, $n64:ident, $n32:ident) => {
         impl WgmmaElement for $t {
             #[inline(always)]
             unsafe fn wgmma<const TA: u32, const TB: u32, const BN: u32>(
@@ -218,14 +218,15 @@ macro_rules! wgmma_element {
                 a: u64,
                 b: u64,
             ) {
-                use crate::arch::wgmma::{$n128, $n192, $n256, $n64};
+                use crate::arch::wgmma::{$n128, $n192, $n256, $n32, $n64};
                 // SAFETY: forwarded contract.
                 unsafe {
                     match BN {
                         256 => $n256::<TA, TB>(d, a, b),
                         192 => $n192::<TA, TB>(d, a, b),
                         128 => $n128::<TA, TB, 0>(d, a, b),
-                        _ => $n64::<TA, TB>(d, a, b),
+                        64 => $n64::<TA, TB>(d, a, b),
+                        _ => $n32::<TA, TB>(d, a, b),
                     }
                 }
             }
@@ -250,7 +251,8 @@ wgmma_element!(
     wgmma_m64n256k16_f32_bf16,
     wgmma_m64n192k16_f32_bf16,
     wgmma_m64n128k16_f32_bf16,
-    wgmma_m64n64k16_f32_bf16
+    wgmma_m64n64k16_f32_bf16,
+    wgmma_m64n32k16_f32_bf16
 );
 #[cfg(sgemm_bi_sm90a)]
 wgmma_element!(
@@ -258,5 +260,6 @@ wgmma_element!(
     wgmma_m64n256k16_f32_f16,
     wgmma_m64n192k16_f32_f16,
     wgmma_m64n128k16_f32_f16,
-    wgmma_m64n64k16_f32_f16
+    wgmma_m64n64k16_f32_f16,
+    wgmma_m64n32k16_f32_f16
 );

@@ -13,7 +13,7 @@ use cudarc::driver::sys;
 pub(crate) use sgemm_bi_abi::catalogue::Schedule;
 use sgemm_bi_abi::catalogue::{Element, Family, Kind, Module};
 use sgemm_bi_abi::hopper::{
-    BK, BM, BM_CHOICES, BN_CHOICES, EPILOGUE_PIECE_BYTES, NARROW_BN, SWIZZLE_ELEMS, WG_M,
+    BK, BM, BM_CHOICES, BN_CHOICES, EPILOGUE_PIECE_BYTES, NARROW_BN, SKINNY_BN, SWIZZLE_ELEMS, WG_M,
 };
 use sgemm_bi_abi::params::{HopperParams, TensorMap};
 
@@ -123,10 +123,10 @@ fn width_rate(bn: u32) -> f64 {
 /// time: rounds (`ceil(tiles / sms)`) × width / `width_rate`, the widest on a tie. So a
 /// shape whose wide tiles leave a second round half empty (2048 × 768 × 3072: 192 tiles of
 /// 256 on 132 SMs) takes narrower ones (256 tiles of 192: two full rounds). The narrow
-/// tile heights are built for one width. Any choice gives the same bits.
-pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize) -> u32 {
+/// tile heights take [`skinny_width`]'s. Any choice gives the same bits.
+pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
     if bm != BM {
-        return NARROW_BN;
+        return skinny_width(g, bm, sms, skinny);
     }
     let cost = |bn: u32| {
         let tiles = g.m.div_ceil(BM as usize) * g.n.div_ceil(bn as usize) * g.batch;
@@ -134,8 +134,51 @@ pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize) -> u32 {
     };
     BN_CHOICES
         .into_iter()
+        .filter(|&bn| bn >= NARROW_BN)
         .min_by(|&x, &y| cost(x).total_cmp(&cost(y)))
         .expect("tile widths are built")
+}
+
+/// Where the 32-column decode tiles run (`SGEMM_BI_SKINNY`, read once per device: `off`,
+/// `all`, else the default), for measurements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SkinnyUse {
+    /// Never: every narrow tile height is 64 columns wide.
+    Off,
+    /// Tiles of fewer than 64 rows (M ≤ 32 with A K-contiguous).
+    Auto,
+    /// Every narrow tile height, 64 rows included.
+    All,
+}
+
+impl SkinnyUse {
+    fn from_env() -> Self {
+        match std::env::var("SGEMM_BI_SKINNY").as_deref() {
+            Ok("off") | Ok("0") => SkinnyUse::Off,
+            Ok("all") => SkinnyUse::All,
+            _ => SkinnyUse::Auto,
+        }
+    }
+}
+
+/// The width of the narrow (decode) tiles of `bm` rows: 64 columns, or 32 when B is
+/// K-contiguous and 64-column tiles would leave more than half the SMs idle (N = 4096 at
+/// M ≤ 64: 64 tiles on 132 SMs). Decode is bound by streaming B (docs/perf-notes.md,
+/// "Decode: 32-column tiles"): twice the blocks, each streaming half the columns. With
+/// 64-row tiles each block also reads all of A, twice as often with twice the blocks: only
+/// where `skinny` says.
+pub(crate) fn skinny_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
+    let wanted = match skinny {
+        SkinnyUse::Off => false,
+        SkinnyUse::Auto => bm < WG_M,
+        SkinnyUse::All => true,
+    };
+    let tiles = g.m.div_ceil(bm as usize) * g.n.div_ceil(NARROW_BN as usize) * g.batch;
+    if wanted && g.b.layout == Layout::ColMajor && 2 * tiles <= sms {
+        SKINNY_BN
+    } else {
+        NARROW_BN
+    }
 }
 
 /// The tile width of the kernels built for clusters of two blocks.
@@ -391,12 +434,14 @@ pub(crate) struct HopperKernels {
     sms: usize,
     /// When the ping-pong kernels run (`SGEMM_BI_PINGPONG`).
     pingpong_use: PingPongUse,
+    /// Where the 32-column decode tiles run (`SGEMM_BI_SKINNY`).
+    skinny: SkinnyUse,
     /// Launch with programmatic stream serialization (see `launch`); off with
     /// `SGEMM_BI_DEPENDENT_LAUNCH=0`.
     dependent_launch: bool,
 }
 
-/// Whether an entry point is built for (bm, NARROW_BN) tiles with A of `a_layout`.
+/// Whether entry points are built for narrow tiles of `bm` rows with A of `a_layout`.
 #[cfg(test)]
 fn narrow_built(bm: u32, a_layout: Layout) -> bool {
     bm >= 64 || a_layout == Layout::RowMajor
@@ -410,6 +455,7 @@ impl HopperKernels {
             entries: entries.clone(),
             sms: sms.max(1),
             pingpong_use: PingPongUse::from_env(),
+            skinny: SkinnyUse::from_env(),
             dependent_launch: !std::env::var("SGEMM_BI_DEPENDENT_LAUNCH").is_ok_and(|v| v == "0"),
         }
     }
@@ -440,6 +486,7 @@ fn plan(
     (a, b, c): (usize, usize, usize),
     sms: usize,
     use_: PingPongUse,
+    skinny: SkinnyUse,
 ) -> Result<HopperPlan, Unsupported> {
     can_implement(g, a, b, c)?;
     let bm = tile_m(g, sms);
@@ -447,7 +494,7 @@ fn plan(
     let (bn, cluster) = match schedule {
         Schedule::PingPong => (PINGPONG_BN, pingpong_cluster_size(g)),
         Schedule::Cooperative => {
-            let bn = tile_n(g, bm, sms);
+            let bn = tile_n(g, bm, sms, skinny);
             (bn, cluster_size(g, bn))
         }
     };
@@ -467,7 +514,13 @@ impl Planner for HopperPlanner<'_> {
 
     fn plan(&self, g: &Gemm, p: &GemmPointers) -> Result<HopperPlan, Unsupported> {
         let addresses = (p.a as usize, p.b as usize, p.c as usize);
-        plan(g, addresses, self.kernels.sms, self.pingpong_use)
+        plan(
+            g,
+            addresses,
+            self.kernels.sms,
+            self.pingpong_use,
+            self.kernels.skinny,
+        )
     }
 
     /// Builds the tensor maps and launches a persistent grid of whole clusters.
@@ -612,10 +665,13 @@ mod tests {
                                     if can_implement(&g, 0, 0, 0).is_err() {
                                         continue;
                                     }
-                                    let plan = plan(&g, (0, 0, 0), sms, use_)
-                                        .unwrap_or_else(|e| panic!("{m}×{n} {layouts:?}: {e}"));
-                                    let family = plan.entry.spec().kind.family;
-                                    assert_eq!(family.tile(), plan.tile);
+                                    for skinny in [SkinnyUse::Off, SkinnyUse::Auto, SkinnyUse::All]
+                                    {
+                                        let plan = plan(&g, (0, 0, 0), sms, use_, skinny)
+                                            .unwrap_or_else(|e| panic!("{m}×{n} {layouts:?}: {e}"));
+                                        let family = plan.entry.spec().kind.family;
+                                        assert_eq!(family.tile(), plan.tile);
+                                    }
                                 }
                             }
                         }
@@ -730,14 +786,16 @@ mod tests {
                     for sms in [1, 132] {
                         let g = gemm(m, n, 64, layouts);
                         let bm = tile_m(&g, sms);
-                        let bn = tile_n(&g, bm, sms);
+                        let bn = tile_n(&g, bm, sms, SkinnyUse::Auto);
                         assert!(BN_CHOICES.contains(&bn), "{m}×{n} {layouts:?}: BN {bn}");
                         assert!(BM_CHOICES.contains(&bm), "{m}×{n} {layouts:?}: BM {bm}");
-                        assert!(narrow_built(bm, layouts.0) && (bm == BM || bn == NARROW_BN));
+                        assert!(narrow_built(bm, layouts.0));
+                        assert!(bm == BM || bn == NARROW_BN || bn == SKINNY_BN);
+                        assert!(bm != BM || bn >= NARROW_BN, "wide tiles are never skinny");
                     }
                 }
             }
-            let w = |m, k, n| tile_n(&gemm(m, n, k, layouts), BM, 132);
+            let w = |m, k, n| tile_n(&gemm(m, n, k, layouts), BM, 132, SkinnyUse::Auto);
             // Training shapes: whole rounds of the widest tiles.
             assert_eq!(w(16384, 4096, 4096), 256);
             assert_eq!(w(4096, 4096, 4096), 256);
@@ -751,8 +809,14 @@ mod tests {
             assert_eq!(w(2048, 768, 512), 64);
             assert_eq!(w(64, 4096, 4096), 64);
             // Narrow N never takes a tile wider than it needs.
-            assert_eq!(tile_n(&gemm(1000, 100, 64, layouts), BM, 1), 128);
-            assert_eq!(tile_n(&gemm(1000, 60, 64, layouts), BM, 1), 64);
+            assert_eq!(
+                tile_n(&gemm(1000, 100, 64, layouts), BM, 1, SkinnyUse::All),
+                128
+            );
+            assert_eq!(
+                tile_n(&gemm(1000, 60, 64, layouts), BM, 1, SkinnyUse::All),
+                64
+            );
         }
     }
 
@@ -777,10 +841,30 @@ mod tests {
             entry_name(DType::F16, rr, 8, 64, 1, Schedule::Cooperative),
             "sgemm_bi_hopper_f16_rr_n64_m8"
         );
+        // B N-contiguous (rr): 64 columns. B K-contiguous (torch's weight): 32 columns
+        // where 64 would leave half the SMs idle, for tiles of fewer than 64 rows (all
+        // narrow heights with `All`; none with `Off`).
+        let rc = (Layout::RowMajor, Layout::ColMajor);
+        let width = |m, n, layouts, skinny| {
+            let g = gemm(m, n, 4096, layouts);
+            tile_n(&g, tile_m(&g, 132), 132, skinny)
+        };
         for m in [1, 64, 128] {
-            let g = gemm(m, 4096, 4096, rr);
-            assert_eq!(tile_n(&g, tile_m(&g, 132), 132), NARROW_BN);
+            assert_eq!(width(m, 4096, rr, SkinnyUse::All), NARROW_BN);
         }
+        for (m, auto, all) in [(1, 32, 32), (32, 32, 32), (33, 64, 32), (64, 64, 32)] {
+            assert_eq!(width(m, 4096, rc, SkinnyUse::Auto), auto, "M = {m}");
+            assert_eq!(width(m, 4096, rc, SkinnyUse::All), all, "M = {m}");
+            assert_eq!(width(m, 4096, rc, SkinnyUse::Off), NARROW_BN);
+            // 224 tiles of 64 columns already fill the GPU.
+            assert_eq!(width(m, 14336, rc, SkinnyUse::All), NARROW_BN);
+        }
+        // M = 128 at N = 4096: 128 tiles of 64 × 64.
+        assert_eq!(width(128, 4096, rc, SkinnyUse::All), NARROW_BN);
+        assert_eq!(
+            entry_name(DType::BF16, rc, 8, 32, 1, Schedule::Cooperative),
+            "sgemm_bi_hopper_bf16_rc_n32_m8"
+        );
     }
 
     /// Ping-pong consumers for accumulate mode on 128-row tiles by default; clusters of two

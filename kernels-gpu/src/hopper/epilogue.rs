@@ -3,7 +3,7 @@
 //! rounding), exactly as the mma.sync path's epilogue does; only the route of the values to
 //! memory differs.
 //!
-//! Two routes, both from the wgmma fragment, where a thread holds two adjacent columns of
+//! Three routes, all from the wgmma fragment, where a thread holds two adjacent columns of
 //! each of its rows:
 //!
 //! - [`store_tma`], for the overwrite modes: the warpgroup finishes its part of the tile in
@@ -11,6 +11,8 @@
 //!   one thread hands each piece to the copy engine. The consumers go on to the next tile
 //!   while the engine writes (two pieces in flight per warpgroup), and the engine clips the
 //!   rows and columns outside C, so any N is fine.
+//! - [`store_registers`], for the overwrite modes of tiles narrower than a 16-bit piece
+//!   (the 32-column decode tiles): each pair stored straight from registers.
 //! - [`store_accumulate`], for accumulate mode (the engine cannot do the read-add-write with our NaN
 //!   rule): each pair is one 8-byte load and store straight from registers (the host sends
 //!   only a C that takes them: `host/src/cuda/hopper.rs`, `can_implement`).
@@ -23,7 +25,7 @@
 
 use super::config::{EPILOGUE_PIECE_BYTES, WG_M};
 use super::store_kind;
-use crate::arch::global::{ld_global_v2_f32, st_global_v2_b32};
+use crate::arch::global::{ld_global_v2_f32, st_global_b32, st_global_v2_b32};
 use crate::arch::shared::{st_shared_b32, st_shared_v2_b32};
 use crate::arch::sync::bar_sync_named;
 use crate::arch::tma::{
@@ -34,18 +36,19 @@ use crate::finish::{accumulated2_32, bias_at, finished_16, finished_f32};
 use crate::params::{GemmParams, BIAS_NONE, OUT_BF16};
 use crate::schedule::Tile;
 
-/// This thread's two rows of 64-row part `part` of tile `t` in accumulate mode:
-/// the byte address of each row's first pair (column `t.n0 + 2 (tid % 4)`) and whether the
-/// row is stored. Thread `tid` (0..128 inside the warpgroup) holds `acc[4j + 2h + e]` = row
+/// This thread's two rows of 64-row part `part` of tile `t` for a C of `elem`-byte
+/// elements: the byte address of each row's first pair (column `t.n0 + 2 (tid % 4)`) and
+/// whether the row is stored. Thread `tid` (0..128 inside the warpgroup) holds `acc[4j + 2h + e]` = row
 /// `16 (tid / 32) + 8h + (tid % 32) / 4`, column `8j + 2 (tid % 4) + e` (`arch::wgmma`).
 /// With tiles of fewer than WG_M rows (`BM`), the rows past BM hold sums of other bytes of
 /// the stage (`config::BM_CHOICES`) and are not stored.
 #[inline(always)]
-fn accumulate_rows<const BM: u32>(
+fn register_rows<const BM: u32>(
     p: &GemmParams,
     t: &Tile,
     part: u32,
     tid: u32,
+    elem: u64,
 ) -> [(u64, bool); 2] {
     let (warp, lane) = (tid / 32, tid % 32);
     let col0 = t.n0 + ((lane % 4) * 2) as u64;
@@ -53,7 +56,7 @@ fn accumulate_rows<const BM: u32>(
     [0u32, 8].map(|dr| {
         let r = r0 + dr;
         let i = t.m0 + (part * WG_M + r) as u64;
-        let at = p.c + F32_BYTES * (t.batch * p.batch_stride_c + i * p.ldc + col0);
+        let at = p.c + elem * (t.batch * p.batch_stride_c + i * p.ldc + col0);
         (at, i < p.m && (BM >= WG_M || r < BM))
     })
 }
@@ -62,7 +65,7 @@ const F32_BYTES: u64 = 4;
 
 /// Finishes the (WG_M, BN) part `part` of tile `t` (rows `part · WG_M ..`), held in
 /// `acc[D0..]`, in accumulate mode: each pair is added to the f32 C it holds and stored back, straight from registers
-/// ([`accumulate_rows`] says which). The pairs go in groups of four n8 blocks whose loads
+/// ([`register_rows`] says which). The pairs go in groups of four n8 blocks whose loads
 /// are issued ahead of the stores, further ahead as the stores free registers (see the
 /// body), so that a load's latency is paid about once per few groups, not once per pair (as
 /// when each pair's load waited before its store: ~16 µs per tile at K = 4096,
@@ -118,7 +121,7 @@ unsafe fn store_accumulate_with<
     const GROUP_BLOCKS: usize = 4;
     let groups = (BN / 32) as usize;
     let col0 = t.n0 + ((tid % 4) * 2) as u64;
-    let rows = accumulate_rows::<BM>(p, t, part, tid);
+    let rows = register_rows::<BM>(p, t, part, tid, F32_BYTES);
     // C's pairs of group q: [2 jl + h] is block 4q + jl, row h (zeros where not stored).
     let load_group = |q: usize| -> [[f32; 2]; 2 * GROUP_BLOCKS] {
         // SAFETY: all-zero bits are +0.0 (not a repeat expression: see `mainloop::consume`).
@@ -187,7 +190,8 @@ unsafe fn store_accumulate_with<
 
 /// Finishes the (WG_M, BN) part `part` of tile `t` (rows `part · WG_M ..`), held in
 /// `acc[D0..]` by consumer warpgroup `wg`, the way `STORE` (a `super::store_kind`) says:
-/// [`store_accumulate`], or [`store_tma`] in f32 or 16 bits.
+/// [`store_accumulate`], or [`store_tma`] in f32 or 16 bits — but tiles narrower than a
+/// 16-bit piece ([`store_registers`]).
 ///
 /// # Safety
 /// As for the function `STORE` picks; `pieces`, `map_c` and `issued` are those of
@@ -209,6 +213,9 @@ pub unsafe fn store_part<const BN: u32, const BM: u32, const D0: usize, const ST
     unsafe {
         match STORE {
             store_kind::ACCUMULATE => store_accumulate::<BN, BM, D0>(p, t, part, tid, acc),
+            _ if BN < PIECE_COLUMNS_16 => {
+                store_registers::<BN, BM, D0, STORE>(p, t, part, tid, acc)
+            }
             store_kind::COPY_F32 => {
                 store_tma::<BN, BM, D0, true>(p, t, part, wg, tid, acc, pieces, map_c, issued)
             }
@@ -219,6 +226,68 @@ pub unsafe fn store_part<const BN: u32, const BM: u32, const D0: usize, const ST
 
 /// Threads of one consumer warpgroup (the named barrier's count).
 const WG_THREADS: u32 = 128;
+
+/// Columns of one 16-bit piece of [`store_tma`] (128 bytes of a row). A tile narrower than
+/// that would hand the copy engine a box reaching into the next tile's columns.
+const PIECE_COLUMNS_16: u32 = 64;
+
+/// Finishes the (WG_M, BN) part `part` of tile `t`, held in `acc[D0..]`, in the overwrite
+/// mode `STORE` (a `super::store_kind`) straight from registers: each pair of a row inside M
+/// (and inside the tile's rows) and of a column inside N is one 4-byte (16-bit C) or 8-byte
+/// (f32 C) store. For the (bm, 32) decode tiles: their part is at most 64 × 32 values, too
+/// few to be worth a trip through shared memory, and narrower than a 16-bit piece.
+///
+/// # Safety
+/// Every thread of the warpgroup calls it together. `p.out_mode` is an overwrite mode of
+/// `STORE`'s width; C's address, leading dimension and batch stride are multiples of 16 bytes
+/// and N a whole number of 16-byte units (`host/src/cuda/hopper.rs`, `can_implement`), so
+/// every pair at an even column is aligned and inside N; C, and the bias when present, are
+/// valid for the spans the host validated.
+#[inline(always)]
+unsafe fn store_registers<const BN: u32, const BM: u32, const D0: usize, const STORE: u32>(
+    p: &GemmParams,
+    t: &Tile,
+    part: u32,
+    tid: u32,
+    acc: &[f32; 128],
+) {
+    let wide = STORE == store_kind::COPY_F32;
+    let elem: u64 = if wide { 4 } else { 2 };
+    let bf16 = p.out_mode == OUT_BF16;
+    let has_bias = p.bias_dtype != BIAS_NONE;
+    let col0 = t.n0 + ((tid % 4) * 2) as u64;
+    let rows = register_rows::<BM>(p, t, part, tid, elem);
+    unroll8!(j => {
+        let col = col0 + 8 * j as u64;
+        if j < (BN / 8) as usize && col < p.n {
+            let bias = if has_bias {
+                // SAFETY: col + 1 < N (N even, col even).
+                Some(unsafe { [bias_at(p, col), bias_at(p, col + 1)] })
+            } else {
+                None
+            };
+            unroll2!(h => {
+                let (at, stored) = rows[h];
+                if stored {
+                    let i = D0 + 4 * j + 2 * h;
+                    let mut v = [acc[i], acc[i + 1]];
+                    if let Some(b) = bias {
+                        v = [v[0] + b[0], v[1] + b[1]];
+                    }
+                    let at = at + elem * 8 * j as u64;
+                    // SAFETY: the pair is inside C and aligned (forwarded contract).
+                    unsafe {
+                        if wide {
+                            st_global_v2_b32(at, v.map(finished_f32));
+                        } else {
+                            st_global_b32(at, finished_16(v, bf16));
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
 
 /// Finishes the (WG_M, BN) part `part` of tile `t` (rows `part · WG_M ..`), held in
 /// `acc[D0..]` by consumer warpgroup `wg`, in an overwrite mode (f32 when `WIDE`, else bf16

@@ -9,7 +9,7 @@
 //! `empty` barrier (one arrival per consumer warp when its wgmmas have read the stage).
 
 use super::config::{
-    a_bytes, stage_bytes, stages, BK, BOX_BYTES, EPILOGUE_AREA, EPILOGUE_BUFFERS,
+    a_bytes, stage_bytes, stage_pitch, stages, BK, BOX_BYTES, EPILOGUE_AREA, EPILOGUE_BUFFERS,
     EPILOGUE_PIECE_BYTES, MAX_STAGES, MMA_K, STAGE_AREA, SWIZZLE_ELEMS, WG_M,
 };
 use super::walk::Walk;
@@ -43,7 +43,7 @@ impl<const BN: u32, const BM: u32> Stages<BN, BM> {
     }
     #[inline(always)]
     pub(super) fn a(&self, s: u32) -> u32 {
-        self.base + s * stage_bytes(BN, BM)
+        self.base + s * stage_pitch(BN, BM)
     }
     #[inline(always)]
     pub(super) fn b(&self, s: u32) -> u32 {
