@@ -267,9 +267,11 @@ unsafe fn run_captured(
     Ok(())
 }
 
-/// The tensor-core tier's rows split with device offsets runs as one grouped kernel that
-/// reads them: it captures and replays the CPU's bits, as host offsets do. Where the engine
-/// must read device offsets back (the scalar tier), a capture is refused with a clear error.
+/// The rows split with device offsets runs as one grouped kernel that reads them, on both
+/// tiers (the tensor-core tier's Hopper kernel, the scalar tier's one-thread-per-element
+/// kernel): it captures and replays the CPU's bits, as host offsets do. Where the engine
+/// must read device offsets back (the scalar tier's columns split), a capture is refused
+/// with a clear error.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn captured_grouped_calls_replay_their_bits_and_a_read_back_is_refused() {
@@ -279,6 +281,9 @@ fn captured_grouped_calls_replay_their_bits_and_a_read_back_is_refused() {
     for (dtype, tier) in [
         (DType::BF16, Tier::TensorCores),
         (DType::F16, Tier::TensorCores),
+        (DType::F32, Tier::Scalar),
+        (DType::BF16, Tier::Scalar),
+        (DType::F16, Tier::Scalar),
     ] {
         let (gg, a, b, bias, c_len) =
             case(GroupSplit::Rows, dtype, tier, (300, 128, 256, 8), &mut rng);
@@ -294,18 +299,18 @@ fn captured_grouped_calls_replay_their_bits_and_a_read_back_is_refused() {
                 GroupOffsets::Host(&offsets)
             };
             let got = captured(&gpu, &stream, &gg, where_, &dev, c_len)
-                .unwrap_or_else(|e| panic!("{dtype} device offsets {device}: {e}"));
+                .unwrap_or_else(|e| panic!("{dtype} {tier} device offsets {device}: {e}"));
             assert!(
                 got.bits() == want.bits(),
-                "{dtype} device offsets {device}: replay"
+                "{dtype} {tier} device offsets {device}: replay"
             );
         }
     }
     let (gg, a, b, bias, c_len) = case(
-        GroupSplit::Rows,
+        GroupSplit::Columns,
         DType::F32,
         Tier::Scalar,
-        (64, 32, 32, 4),
+        (32, 64, 32, 4),
         &mut rng,
     );
     let d_offsets = offsets_on_device(&[10, 20, 30, 64]);
@@ -514,6 +519,8 @@ fn the_grouped_kernel_reports_bad_device_offsets_after_it_has_run() {
     }
 }
 
+/// Where the engine reads device offsets back (the scalar tier's columns split: no grouped
+/// kernel takes it), bad ones are refused before anything runs.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bad_device_offsets_are_reported_before_anything_runs() {
@@ -521,10 +528,10 @@ fn bad_device_offsets_are_reported_before_anything_runs() {
     let stream = RawStream::new();
     let mut rng = Rng::new(9);
     let (gg, a, b, bias, c_len) = case(
-        GroupSplit::Rows,
+        GroupSplit::Columns,
         DType::F32,
         Tier::Scalar,
-        (64, 32, 32, 4),
+        (32, 64, 32, 4),
         &mut rng,
     );
     let poison = HostBuf::poison(DType::F32, c_len);
@@ -554,6 +561,242 @@ fn bad_device_offsets_are_reported_before_anything_runs() {
     let mut got = poison.clone();
     dev.c.download_into(&mut got);
     assert!(got.bits() == poison.bits(), "a refused call wrote C");
+}
+
+/// A rows split on the scalar tier: random sizes, B's layout, bias and output mode, and a
+/// routing with empty groups (the first among them in every other case) and rows past the
+/// last end; a NaN with a payload in A.
+fn scalar_rows_case(
+    dtype: DType,
+    b_k_contiguous: bool,
+    variant: usize,
+    rng: &mut Rng,
+) -> (
+    GroupedGemm,
+    Vec<i32>,
+    HostBuf,
+    HostBuf,
+    Option<HostBuf>,
+    HostBuf,
+) {
+    let (m, n, k) = (1 + rng.below(300), 1 + rng.below(150), 1 + rng.below(96));
+    let groups = 1 + rng.below(12);
+    let mut g = Gemm {
+        batch: groups,
+        tier: Tier::Scalar,
+        ..Gemm::dense(m, n, k, dtype)
+    };
+    g.b = if b_k_contiguous {
+        Operand::col_major(dtype, k)
+    } else {
+        Operand::row_major(dtype, n)
+    }
+    .with_batch_stride(k * n);
+    // (output, bias): overwrite in the inputs' dtype with an f32 bias, overwrite in f32 with
+    // a bias in the inputs' dtype, accumulate into f32 without a bias.
+    match variant {
+        0 => g.bias = Some(DType::F32),
+        1 => {
+            g.bias = Some(dtype);
+            g.c.mode = OutputMode::Overwrite(DType::F32);
+        }
+        _ => g.c.mode = OutputMode::AccumulateF32,
+    }
+    let mut ends = routing(rng, groups, m);
+    if variant != 1 {
+        ends[0] = 0;
+    }
+    let mut a = HostBuf::random(dtype, m * k, rng);
+    let nan_at = rng.below(m * k);
+    match &mut a {
+        HostBuf::F32(v) => v[nan_at] = f32::from_bits(0x7FC0_1234),
+        HostBuf::BF16(v) => v[nan_at] = sgemm_bi::bf16::from_bits(0x7FC5),
+        HostBuf::F16(v) => v[nan_at] = sgemm_bi::f16::from_bits(0x7E05),
+    }
+    let b = HostBuf::random(dtype, groups * k * n, rng);
+    let bias = g.bias.map(|d| HostBuf::random(d, groups * n, rng));
+    let c0 = match g.c.mode {
+        OutputMode::AccumulateF32 => HostBuf::random(DType::F32, m * n, rng),
+        mode => HostBuf::poison(mode.dtype(), m * n),
+    };
+    let gg = GroupedGemm {
+        split: GroupSplit::Rows,
+        gemm: g,
+    };
+    (gg, ends, a, b, bias, c0)
+}
+
+/// The scalar tier's grouped kernel (the rows split with device offsets): every row has the
+/// bits of the dense scalar call of its group's rows, for every dtype, both layouts of B, a
+/// bias in f32 or the inputs' dtype, overwrite and accumulate, and random routings with empty
+/// groups; the rows past the last end are +0.0 (overwrite) or untouched (accumulate). The
+/// calls are captured in a CUDA graph, which only the grouped kernel takes with device
+/// offsets (the group-by-group path reads them back, which a capture refuses).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_scalar_grouped_kernel_gives_the_dense_scalar_bits() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(43);
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        for b_k_contiguous in [false, true] {
+            for variant in 0..3 {
+                let (gg, ends, a, b, bias, c0) =
+                    scalar_rows_case(dtype, b_k_contiguous, variant, &mut rng);
+                let g = gg.gemm;
+                let what = format!(
+                    "{dtype} B k-contiguous {b_k_contiguous} variant {variant} \
+                     ({} x {} x {}, ends {ends:?})",
+                    g.m, g.n, g.k
+                );
+                assert_eq!(gpu.take_device_error(), Ok(()), "{what}: nothing pending");
+                let dev = Uploaded::new(&a, &b, bias.as_ref(), &c0);
+                let d_ends = offsets_on_device(&ends);
+                let p = dev.pointers();
+                // SAFETY: every buffer holds the whole call's span and outlives the replay.
+                unsafe {
+                    run_captured(
+                        &gpu,
+                        &stream,
+                        &gg,
+                        GroupOffsets::Device(d_ends.at(0).cast_const().cast()),
+                        p,
+                    )
+                }
+                .unwrap_or_else(|e| panic!("{what}: the grouped kernel must take it: {e}"));
+                let mut got = c0.clone();
+                dev.c.download_into(&mut got);
+                let n = g.n;
+                let mut start = 0;
+                for (group, &end) in ends.iter().enumerate() {
+                    let end = end as usize;
+                    if end > start {
+                        let rows = start * n..end * n;
+                        let dense = dense_alone(
+                            &gpu,
+                            &stream,
+                            &gg,
+                            &p,
+                            (group, start, end),
+                            &part(&c0, rows.clone()),
+                        );
+                        if let Some((i, x, y)) = first_difference(&part(&got, rows), &dense) {
+                            panic!(
+                                "{what}: group {group} ({start}..{end}), element {i}: \
+                                 {x:#x}, the dense call {y:#x}"
+                            );
+                        }
+                    }
+                    start = end;
+                }
+                let rest = part(&got, start * n..g.m * n).bits();
+                let untouched = part(&c0, start * n..g.m * n).bits();
+                let rest_ok = match g.c.mode {
+                    OutputMode::AccumulateF32 => rest == untouched,
+                    OutputMode::Overwrite(_) => rest.iter().all(|&x| x == 0),
+                };
+                assert!(rest_ok, "{what}: the rows past the last end");
+                let cpu = on_cpu_from(&gg, &ends, &a, &b, bias.as_ref(), c0.clone());
+                assert!(got.bits() == cpu.bits(), "{what}: the CPU's bits");
+                assert_eq!(
+                    gpu.take_device_error(),
+                    Ok(()),
+                    "{what}: good ends, no report"
+                );
+            }
+        }
+    }
+}
+
+/// The scalar grouped kernel clamps bad device ends as the Hopper one does (a group ends no
+/// earlier than the previous group and no later than the last row: the CPU's bits for the
+/// clamped ends), writes nothing outside C (a guard after it keeps its poison), and reports
+/// the first bad end once it has run: after a synchronize `take_device_error` returns it and
+/// clears it, and a grouped call made while it is pending returns it without running. Ends
+/// that decrease, lie past the rows, or are negative; run directly and replayed from a graph.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_scalar_grouped_kernel_clamps_and_reports_bad_device_offsets() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(47);
+    // (bad ends, the ends the kernel runs with, the first bad group), for 200 rows.
+    let cases: [([i32; 4], [i32; 4], usize); 5] = [
+        ([60, 30, 120, 200], [60, 60, 120, 200], 1),
+        ([60, 90, 250, 200], [60, 90, 200, 200], 2),
+        ([-5, 90, 120, 150], [0, 90, 120, 150], 0),
+        ([60, 1 << 30, 100, 150], [60, 200, 200, 200], 1),
+        ([100, 50, 150, 120], [100, 100, 150, 150], 1),
+    ];
+    const GUARD: usize = 4096;
+    for dtype in [DType::F32, DType::BF16] {
+        let (gg, a, b, bias, c_len) = case(
+            GroupSplit::Rows,
+            dtype,
+            Tier::Scalar,
+            (200, 96, 64, 4),
+            &mut rng,
+        );
+        for (bad, clamped, group) in cases {
+            let what = format!("{dtype} {bad:?}");
+            assert_eq!(gpu.take_device_error(), Ok(()), "{what}: nothing pending");
+            let want = on_cpu(&gg, &clamped, &a, &b, bias.as_ref(), c_len);
+            let poison = HostBuf::poison(dtype, c_len + GUARD);
+            let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);
+            let d = offsets_on_device(&bad);
+            let ends = || GroupOffsets::Device(d.at(0).cast_const().cast());
+            // SAFETY: every buffer holds the whole call's span; synchronized below.
+            unsafe { gpu.grouped_gemm(&gg, ends(), dev.pointers(), stream.handle()) }
+                .unwrap_or_else(|e| panic!("{what}: the grouped kernel takes bad ends: {e}"));
+            stream.sync();
+            let mut got = poison.clone();
+            dev.c.download_into(&mut got);
+            assert!(
+                part(&got, 0..c_len).bits() == want.bits(),
+                "{what}: clamped ends"
+            );
+            assert!(
+                part(&got, c_len..c_len + GUARD).bits() == part(&poison, 0..GUARD).bits(),
+                "{what}: written past C"
+            );
+            match gpu.take_device_error() {
+                Err(Error::BadOffsets { group: g, detail }) => {
+                    assert_eq!(g, group, "{what}: {detail}");
+                    assert!(detail.contains("on the device"), "{what}: {detail}");
+                }
+                other => panic!("{what}: no report of the bad end: {other:?}"),
+            }
+            assert_eq!(gpu.take_device_error(), Ok(()), "{what}: cleared");
+
+            // Pending at the next grouped call: that call returns it and runs nothing.
+            // SAFETY: as above.
+            unsafe { gpu.grouped_gemm(&gg, ends(), dev.pointers(), stream.handle()) }
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            stream.sync();
+            let good = [50, 100, 100, 199];
+            let refused = on_device_ends(&gpu, &stream, &gg, &good, (&a, &b, bias.as_ref()), c_len);
+            assert!(
+                matches!(&refused, Err(Error::BadOffsets { group: g, .. }) if *g == group),
+                "{what}: the next call returns the report: {refused:?}"
+            );
+
+            // Replayed from a graph: the clamped bits, and the report with the replay.
+            let dev = Uploaded::new(&a, &b, bias.as_ref(), &poison);
+            // SAFETY: as above; the replay is synchronized.
+            unsafe { run_captured(&gpu, &stream, &gg, ends(), dev.pointers()) }
+                .unwrap_or_else(|e| panic!("{what}: captured: {e}"));
+            let mut got = poison.clone();
+            dev.c.download_into(&mut got);
+            assert!(
+                part(&got, 0..c_len).bits() == want.bits(),
+                "{what}: replayed"
+            );
+            assert!(
+                matches!(gpu.take_device_error(), Err(Error::BadOffsets { group: g, .. }) if g == group),
+                "{what}: replayed"
+            );
+        }
+    }
 }
 
 // Grouped calls past 2³¹ elements.

@@ -94,7 +94,7 @@ fn every_module_assembles_without_spills_into_the_embedded_machine_code() {
         (
             "sm80",
             vec!["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"],
-            64,
+            70,
         ),
         ("sm90a", vec!["sm_90a"], 114),
     ];
@@ -117,10 +117,10 @@ fn every_module_assembles_without_spills_into_the_embedded_machine_code() {
         let entries = report.matches("Compiling entry function").count();
         assert_eq!(
             entries, expected,
-            "{name}: expected 24 scalar (two tile widths), 24 few-row scalar and 16 \
-             tensor-core entry points (sm80) or 86 Hopper ones, 16 grouped Hopper ones and 12 \
-             scalar `_sm90` ones (sm90a: 32 plain, 8 clustered, 16 ping-pong, 20 small-M, 10 \
-             skinny):\n\
+            "{name}: expected 24 scalar (two tile widths), 24 few-row scalar, 6 grouped \
+             scalar and 16 tensor-core entry points (sm80) or 86 Hopper ones, 16 grouped Hopper \
+             ones and 12 scalar `_sm90` ones (sm90a: 32 plain, 8 clustered, 16 ping-pong, 20 \
+             small-M, 10 skinny):\n\
              {report}"
         );
         // The kernels are tuned (and measured) on sm_80 and sm_90/sm_90a: there every entry
@@ -307,4 +307,32 @@ fn every_few_row_entry_is_in_the_portable_module() {
     }
     let all = ptx.matches(".visible .entry sgemm_bi_scalar_rows_").count();
     assert_eq!(all, found, "few-row entries the planner cannot name");
+}
+
+/// The portable module holds every scalar grouped entry the planner can name
+/// (`host/src/cuda/grouped_scalar.rs`: `sgemm_bi_scalar_grouped_<dtype>_<B layout>`), each with
+/// the launch bounds of its 256-thread blocks, and none other.
+#[test]
+fn every_scalar_grouped_entry_is_in_the_portable_module() {
+    let ptx = kernels::ptx_text(&KERNELS.sm80);
+    let mut found = 0;
+    for dtype in ["f32", "bf16", "f16"] {
+        for b in ["r", "c"] {
+            let name = format!("sgemm_bi_scalar_grouped_{dtype}_{b}");
+            let body = ptx
+                .split(&format!(".visible .entry {name}("))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{name} is not in the sm80 module"));
+            let head = body.split('{').next().unwrap_or("");
+            assert!(
+                head.contains(".maxntid 256, 1, 1"),
+                "{name}: no 256-thread launch bound"
+            );
+            found += 1;
+        }
+    }
+    let all = ptx
+        .matches(".visible .entry sgemm_bi_scalar_grouped_")
+        .count();
+    assert_eq!(all, found, "scalar grouped entries the planner cannot name");
 }

@@ -68,6 +68,8 @@ pub enum ParamKind {
     Hopper,
     /// [`crate::params::GroupedHopperParams`] (a `HopperParams` first, so also `.align 64`).
     GroupedHopper,
+    /// [`crate::params::GroupedParams`] (no tensor maps).
+    Grouped,
 }
 
 impl ParamKind {
@@ -114,6 +116,9 @@ pub enum Family {
     /// The scalar tier's few-row kernel (`scalar::rows`), `rows_per_warp` of
     /// [`scalar::rows::VARIANTS`]. A is always read along K.
     ScalarRows { rows_per_warp: u32 },
+    /// The scalar tier's grouped kernel (`scalar::grouped`): one thread per output element of
+    /// the rows split, the group ends read on the device. A is always read along K.
+    ScalarGrouped,
     /// The tensor-core tier's mma.sync kernels; `cp_async`: 16-byte `cp.async` loads (else
     /// element by element, any alignment).
     Mma { cp_async: bool },
@@ -151,6 +156,8 @@ impl Family {
     ///   stages), and 58–128 is what ptxas gives them all.
     /// - Tiled scalar: 256 threads ([`scalar::THREADS`]), two blocks per SM to hide latency,
     ///   which caps them at 128 registers (ptxas fits them unspilled).
+    /// - Grouped scalar: 256 threads ([`scalar::grouped::THREADS`]), four blocks per SM (64
+    ///   registers: one chain a thread needs few).
     /// - mma.sync: 256 threads too ([`tensor::THREADS`]), two blocks per SM (2 × 80 KiB of
     ///   shared memory fits sm_80's 164 KiB), so also at most 128 registers.
     /// - Hopper: 384 threads (`hopper::threads(hopper::BM)`, the narrow tiles launch fewer),
@@ -160,6 +167,7 @@ impl Family {
         let (max_threads, min_blocks_per_sm) = match self {
             Family::ScalarRows { .. } => (scalar::rows::THREADS, 2),
             Family::ScalarTiled { .. } => (scalar::THREADS, 2),
+            Family::ScalarGrouped => (scalar::grouped::THREADS, scalar::grouped::BLOCKS_PER_SM),
             Family::Mma { .. } => (tensor::THREADS, 2),
             Family::Hopper { .. }
             | Family::HopperGrouped { .. }
@@ -178,6 +186,7 @@ impl Family {
             Family::HopperGrouped { .. } | Family::HopperGroupedReduction { .. } => {
                 ParamKind::GroupedHopper
             }
+            Family::ScalarGrouped => ParamKind::Grouped,
             _ => ParamKind::Gemm,
         }
     }
@@ -194,6 +203,8 @@ impl Family {
             Family::ScalarRows { rows_per_warp } => {
                 (scalar::rows::WARPS * rows_per_warp, scalar::rows::BN)
             }
+            // A block's elements run along a row (and on into the next).
+            Family::ScalarGrouped => (1, scalar::grouped::THREADS),
             Family::Mma { .. } => (tensor::BM, tensor::BN),
             Family::Hopper { bm, bn, .. } => (bm, bn),
             Family::HopperGrouped { bn, .. } | Family::HopperGroupedReduction { bn } => {
@@ -225,6 +236,7 @@ impl Family {
             Family::ScalarRows { rows_per_warp } => {
                 scalar::rows::smem_bytes(rows_per_warp, element.bytes())
             }
+            Family::ScalarGrouped => 0,
             Family::Mma { .. } => tensor::SMEM_BYTES,
             Family::Hopper { .. }
             | Family::HopperGrouped { .. }
@@ -240,6 +252,7 @@ impl Family {
             (Family::ScalarRows { rows_per_warp: x }, Family::ScalarRows { rows_per_warp: y }) => {
                 x == y
             }
+            (Family::ScalarGrouped, Family::ScalarGrouped) => true,
             (Family::Mma { cp_async: x }, Family::Mma { cp_async: y }) => x == y,
             (
                 Family::Hopper {
@@ -336,6 +349,7 @@ pub const fn find(kind: &Kind) -> Option<usize> {
 ///   `narrow`, the module of `scalar`), k steps per loop trip (a constant of that module),
 ///   f32 operands copied by `cp.async`, whole K tiles read through cursors;
 /// - `scalar_rows`: name, element, B K-contiguous, rows per warp;
+/// - `scalar_grouped`: name, element, B K-contiguous (A is K-contiguous: the tokens' rows);
 /// - `mma`: name, element, A K-contiguous, B K-contiguous, 16-byte `cp.async` loads;
 /// - `hopper`: name, element, A K-contiguous, B K-contiguous, BM, BN, cluster size,
 ///   schedule (`Cooperative` or `PingPong`);
@@ -429,6 +443,17 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_tc_f16_rc_unaligned F16, true, true, false;
                     sgemm_bi_tc_f16_cr_unaligned F16, false, false, false;
                     sgemm_bi_tc_f16_cc_unaligned F16, false, true, false;
+                }
+                // Grouped (Mixture-of-Experts), the rows split: the tokens' rows (A,
+                // K-contiguous) split into groups by ends read on the device, each group times
+                // its own B. `_r`/`_c`: B row- or column-major.
+                scalar_grouped {
+                    sgemm_bi_scalar_grouped_f32_r F32, false;
+                    sgemm_bi_scalar_grouped_f32_c F32, true;
+                    sgemm_bi_scalar_grouped_bf16_r Bf16, false;
+                    sgemm_bi_scalar_grouped_bf16_c Bf16, true;
+                    sgemm_bi_scalar_grouped_f16_r F16, false;
+                    sgemm_bi_scalar_grouped_f16_c F16, true;
                 }
             }
             sm90a {
@@ -611,6 +636,10 @@ macro_rules! spec_table {
         $($name:ident $elem:ident, $b:literal, $tm:literal;)*) => {
         $(spec_table!(@one $all, $i, $name, $module, $elem, true, $b,
             Family::ScalarRows { rows_per_warp: $tm });)*
+    };
+    (@specs $all:ident, $i:ident, $module:ident, scalar_grouped
+        $($name:ident $elem:ident, $b:literal;)*) => {
+        $(spec_table!(@one $all, $i, $name, $module, $elem, true, $b, Family::ScalarGrouped);)*
     };
     (@specs $all:ident, $i:ident, $module:ident, mma
         $($name:ident $elem:ident, $a:literal, $b:literal, $cp:literal;)*) => {

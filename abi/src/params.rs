@@ -87,6 +87,22 @@ pub struct GroupedHopperParams {
     pub errors: u64,
 }
 
+/// Parameters of the scalar tier's grouped kernel (`scalar::grouped`; torch's 2-D × 3-D
+/// `grouped_mm`, the rows split): `gemm` is the call over every group (`gemm.batch` groups,
+/// `gemm.m` the rows of all of them, A and C shared, B one batch entry per group, the bias N
+/// per group; `tiles_m` and `tiles_n` unused), and `group_ends` the device address of the
+/// groups' `i32` cumulative row ends, which the kernel reads (so the host never waits for
+/// them).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GroupedParams {
+    pub gemm: GemmParams,
+    pub group_ends: u64,
+    /// The device address of a [`GroupErrorRecord`] where the kernel reports the first group
+    /// whose end is out of order or out of range (0: report nothing).
+    pub errors: u64,
+}
+
 /// What a grouped kernel reports about its group ends, in memory the host can read without
 /// waiting (mapped host memory; `host/src/cuda/device_errors.rs`). One thread of the grid
 /// checks every end in order and, at the first bad one, writes `group` and `end`, fences,

@@ -242,3 +242,14 @@ pub mod rows {
         }
     };
 }
+
+/// The grouped kernel (`scalar::grouped`, Mixture-of-Experts rows split): one thread per
+/// output element, with nothing staged in shared memory.
+pub mod grouped {
+    /// Threads per block.
+    pub const THREADS: u32 = 256;
+    /// Blocks per SM the build leaves registers for (`.minnctapersm`), and the host's grid
+    /// per SM: the blocks loop over the elements, so a bounded grid covers any call and each
+    /// block checks the group ends once for many elements.
+    pub const BLOCKS_PER_SM: u32 = 4;
+}

@@ -79,7 +79,8 @@ pub enum sgemm_bi_status {
     /// `sgemm_bi_engine_take_device_error` and the engine's next grouped call.
     BadOffsets = 20,
     /// The call is valid, but this engine cannot run it in this situation (the message says
-    /// what would work), e.g. a grouped call reading device offsets during graph capture.
+    /// what would work), e.g. a grouped call reading device offsets back during graph
+    /// capture.
     Unsupported = 21,
 }
 

@@ -6,9 +6,11 @@
 //! an output element's bits do not depend on the other groups' sizes, on where the group
 //! starts, or on how many groups there are. [`GroupedGemm::group`] is that dense call; the
 //! CPU backend runs it group after group, the CUDA one either so (each group's dense kernel)
-//! or, for offsets in device memory on the Hopper path, as one grouped kernel that runs each
-//! group with the dense kernels' mainloop (`kernels-gpu/src/hopper/grouped.rs`). Both give
-//! the dense calls' bits.
+//! or, for offsets in device memory, as one grouped kernel that reads them: on the Hopper
+//! path one that runs each group with the dense kernels' mainloop
+//! (`kernels-gpu/src/hopper/grouped.rs`), on the scalar tier one that computes each element's
+//! chain as the dense scalar kernels do (`kernels-gpu/src/scalar/grouped.rs`). All give the
+//! dense calls' bits.
 //!
 //! Offsets are checked before anything runs ([`check_offsets`]), except those the grouped
 //! kernel reads on the device without a wait: it clamps a bad end and reports it once it
@@ -268,18 +270,21 @@ pub(crate) fn ranges(offsets: &[i32]) -> impl Iterator<Item = (usize, usize, usi
 pub enum GroupOffsets<'a> {
     /// In host memory: checked before anything runs, on every engine.
     Host(&'a [i32]),
-    /// In device memory of a CUDA engine's context (torch's `offs` on the GPU). On the
-    /// tensor-core tier's Hopper path (sm_90, bf16/f16; a rows split with a row-major A and
-    /// an overwritten C, or a reduction split with a column-major A and a row-major B) one
-    /// grouped kernel reads them: nothing waits and the call can be captured in a CUDA graph.
+    /// In device memory of a CUDA engine's context (torch's `offs` on the GPU). Where a
+    /// grouped kernel takes the call, it reads them: nothing waits and the call can be
+    /// captured in a CUDA graph. The kernels: the scalar tier's, for a rows split with a
+    /// row-major A (every GPU the scalar tier runs on, every dtype, either output mode), and
+    /// the tensor-core tier's Hopper path (sm_90, bf16/f16; a rows split with a row-major A
+    /// and an overwritten C, or a reduction split with a column-major A and a row-major B).
     /// The call cannot check ends it does not wait for: the kernel clamps a bad one into the
     /// split dimension (a decreasing end makes an empty group, one past the end is the end),
     /// so it never reads or writes outside the buffers, and reports the first one to the
     /// engine, which returns it as [`Error::BadOffsets`] from
     /// [`Engine::take_device_error`](crate::Engine::take_device_error) and from the
     /// engine's next grouped call once the kernel has run (certainly after a synchronize of
-    /// the stream). Elsewhere the offsets are read back on the call's stream and checked as
-    /// host offsets are, before anything runs; that read waits for the stream, so it is
-    /// refused during a CUDA graph capture ([`Error::Unsupported`]).
+    /// the stream). Elsewhere (the columns split, the scalar tier's reduction split, and the
+    /// tensor-core tier off sm_90 or outside the forms above) the offsets are read back on the call's stream and checked as host
+    /// offsets are, before anything runs; that read waits for the stream, so it is refused
+    /// during a CUDA graph capture ([`Error::Unsupported`]).
     Device(*const i32),
 }

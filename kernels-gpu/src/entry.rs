@@ -2,7 +2,8 @@
 //! (`sgemm_bi_abi::kernel_catalogue!`, which the host and the build read too), defined here
 //! in the catalogue's order. Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>[_n64]`
 //! (128 × 128 tiles, or 128 × 64), `sgemm_bi_scalar_rows_<dtype>_<B layout>_m<rows>` (few
-//! rows, `scalar::rows`) and `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` =
+//! rows, `scalar::rows`), `sgemm_bi_scalar_grouped_<dtype>_<B layout>` (the grouped rows
+//! split, `scalar::grouped`) and `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` =
 //! row-major, `c` = column-major; `_unaligned` loads operands element by element (any 2-byte
 //! alignment). The sm90a module has
 //! `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_x2|_m<BM>]` (ping-pong
@@ -26,7 +27,7 @@ macro_rules! define_entries {
         mod sm80 {
             #[allow(unused_imports)]
             use crate::element::{Bf16, F16, F32};
-            use crate::params::GemmParams;
+            use crate::params::{GemmParams, GroupedParams};
             use crate::{scalar, tensor};
 
             $(define_entries!(@$f80 $($e80)*);)*
@@ -75,6 +76,19 @@ macro_rules! define_entries {
         pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
             // SAFETY: forwarded launch contract.
             unsafe { scalar::rows::gemm::<$elem, $b, $tm>(&p) }
+        }
+    )*};
+
+    (@scalar_grouped $($name:ident $elem:ident, $b:literal;)*) => {$(
+        /// Scalar-tier grouped GEMM entry point, rows split (see `scalar::grouped`).
+        ///
+        /// # Safety
+        /// Launched by the host with a validated `GroupedParams` (the group ends in device
+        /// memory) and `scalar::config::grouped::THREADS` threads.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: GroupedParams) {
+            // SAFETY: forwarded launch contract.
+            unsafe { scalar::grouped::gemm::<$elem, $b>(&p.gemm, p.group_ends, p.errors) }
         }
     )*};
 

@@ -9,8 +9,9 @@
 //! Layout of this crate: `arch/` holds one wrapper per PTX instruction and nothing else;
 //! `params` the `#[repr(C)]` structs the host passes by value and each tier's `config` its
 //! tile shape, both from the `sgemm-bi-abi` crate (`../abi`), which the host uses too;
-//! `schedule.rs` the tile order every tier shares; each tier is a folder with
-//! its config, mainloop and epilogue, and `entry.rs` instantiates the named entry points.
+//! `schedule.rs` the tile order every tier shares; `group_ends.rs` the report of bad group
+//! ends that every grouped kernel writes; each tier is a folder with its config, mainloop
+//! and epilogue, and `entry.rs` instantiates the named entry points.
 
 #![no_std]
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
@@ -22,6 +23,7 @@ pub mod arch;
 pub mod element;
 pub mod entry;
 pub mod finish;
+pub mod group_ends;
 #[cfg(sgemm_bi_sm90a)]
 pub mod hopper;
 pub use sgemm_bi_abi::params;

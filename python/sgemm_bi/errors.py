@@ -183,8 +183,9 @@ class BadOffsetsError(SgemmBiError, ValueError):
 
 
 class UnsupportedError(SgemmBiError, NotImplementedError):
-    """A valid call this engine cannot run in this situation, e.g. a grouped call whose
-    offsets are on the GPU during CUDA graph capture (``SGEMM_BI_STATUS_UNSUPPORTED``)."""
+    """A valid call this engine cannot run in this situation, e.g. a grouped call that must
+    read its offsets back from the GPU during CUDA graph capture
+    (``SGEMM_BI_STATUS_UNSUPPORTED``)."""
 
     status = Status.UNSUPPORTED
 

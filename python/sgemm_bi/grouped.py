@@ -29,14 +29,15 @@ Differentiable (the custom op ``torch.ops.sgemm_bi.grouped_mm``, with a fake ker
 calls of the engine too (and double backward works); a bias gradient is the fixed-order sum
 of its group's rows on the scalar tier.
 
-Offsets on the GPU: on the tensor-core tier of an H200 (sm_90, bf16 or f16), for 2-D × 3-D
-with a row-major ``mat_a`` and for 2-D × 2-D with a column-major ``mat_a`` (``x.t()``) and a
-row-major ``mat_b`` — the forward, the input gradient and the weight gradient of an MoE
-layer — one grouped kernel reads them on the GPU, so nothing waits and the call can be
-captured in a CUDA graph; there, offsets the call cannot check before it runs are clamped
-by the kernel (a decreasing end makes an empty group, an end past the split dimension is
-its end), so it never touches memory outside the tensors, and the first bad end is
-reported once the kernel has run: the next ``grouped_mm`` on that device (a form with
+Offsets on the GPU: on the scalar tier (every GPU, every dtype) for 2-D × 3-D with a
+row-major ``mat_a`` (the forward and the input gradient of an MoE layer), and on the
+tensor-core tier of an H200 (sm_90, bf16 or f16) for 2-D × 3-D with a row-major ``mat_a``
+and for 2-D × 2-D with a column-major ``mat_a`` (``x.t()``) and a row-major ``mat_b`` (the
+weight gradient too), one grouped kernel reads them on the GPU, so nothing waits and the
+call can be captured in a CUDA graph; there, offsets the call cannot check before it runs
+are clamped by the kernel (a decreasing end makes an empty group, an end past the split
+dimension is its end), so it never touches memory outside the tensors, and the first bad
+end is reported once the kernel has run: the next ``grouped_mm`` on that device (a form with
 ``offs``) raises it as :class:`~sgemm_bi.errors.BadOffsetsError` (naming the group and the end)
 instead of running, and :func:`sgemm_bi.check_device_errors` raises it on request
 (synchronize first to be certain to see it). Every other call reads the offsets back first

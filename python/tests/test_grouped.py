@@ -267,40 +267,86 @@ def test_gpu_experts_weight_gradient_gives_the_cpu_bits(gen, dtype, tier) -> Non
 
 @pytest.mark.gpu
 def test_gpu_graph_capture_replays_the_bits_and_a_read_back_is_refused(gen) -> None:
-    """The tensor-core tier runs device offsets in one grouped kernel that reads them (a
-    capture works with them on the GPU or the CPU); the scalar tier reads them back, which a
-    capture refuses with a clear error."""
+    """2-D × 3-D with offsets on the GPU runs in one grouped kernel that reads them on both
+    tiers (a capture works with them on the GPU or the CPU); the scalar tier's 3-D × 2-D
+    reads them back, which a capture refuses with a clear error."""
     dev = torch.device("cuda")
-    x = rand(gen, 64, 128, dtype=torch.bfloat16).to(dev)
-    w = rand(gen, 4, 128, 64, dtype=torch.bfloat16).to(dev)
     offs = torch.tensor([10, 10, 40, 60], dtype=torch.int32)
     on_device = offs.to(dev)
-    want = sgemm_bi.grouped_mm(x.cpu(), w.cpu(), offs=offs, tier="tensor_cores")
-    for o in (offs, on_device):
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = sgemm_bi.grouped_mm(x, w, offs=o, tier="tensor_cores")
-        graph.replay()
-        torch.cuda.synchronize()
-        same_bits(out.cpu(), want, f"offsets on {o.device}")
+    for dtype, tier in ((torch.bfloat16, "tensor_cores"), (torch.float32, "scalar"),
+                        (torch.bfloat16, "scalar")):
+        x = rand(gen, 64, 128, dtype=dtype).to(dev)
+        w = rand(gen, 4, 128, 64, dtype=dtype).to(dev)
+        want = sgemm_bi.grouped_mm(x.cpu(), w.cpu(), offs=offs, tier=tier)
+        for o in (offs, on_device):
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = sgemm_bi.grouped_mm(x, w, offs=o, tier=tier)
+            graph.replay()
+            torch.cuda.synchronize()
+            same_bits(out.cpu(), want, f"{dtype} {tier}, offsets on {o.device}")
+    a3 = rand(gen, 4, 16, 32, dtype=torch.float32).to(dev)
+    b2 = rand(gen, 32, 64, dtype=torch.float32).to(dev)
     with pytest.raises(sgemm_bi.errors.UnsupportedError, match="host memory"):
         graph2 = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph2):
-            sgemm_bi.grouped_mm(x, w, offs=on_device, tier="scalar")
+            sgemm_bi.grouped_mm(a3, b2, offs=on_device, tier="scalar")
 
 
 @pytest.mark.gpu
 def test_gpu_bad_device_offsets_are_reported_without_corrupting_anything(gen) -> None:
+    """Offsets the call reads back (3-D × 2-D on the scalar tier) are checked before it
+    runs."""
     dev = torch.device("cuda")
-    x = rand(gen, 16, 32, dtype=torch.float32).to(dev)
-    w = rand(gen, 2, 32, 8, dtype=torch.float32).to(dev)
+    a3 = rand(gen, 2, 8, 32, dtype=torch.float32).to(dev)
+    b2 = rand(gen, 32, 16, dtype=torch.float32).to(dev)
     with pytest.raises(BadOffsetsError, match="past the end"):
-        sgemm_bi.grouped_mm(x, w, offs=torch.tensor([4, 1 << 30], dtype=torch.int32, device=dev))
+        sgemm_bi.grouped_mm(a3, b2, offs=torch.tensor([4, 1 << 30], dtype=torch.int32, device=dev),
+                            tier="scalar")
     # The context still works.
     ok = torch.tensor([4, 16], dtype=torch.int32, device=dev)
-    same_bits(sgemm_bi.grouped_mm(x, w, offs=ok, tier="scalar").cpu(),
-              sgemm_bi.grouped_mm(x.cpu(), w.cpu(), offs=ok.cpu(), tier="scalar"))
+    same_bits(sgemm_bi.grouped_mm(a3, b2, offs=ok, tier="scalar").cpu(),
+              sgemm_bi.grouped_mm(a3.cpu(), b2.cpu(), offs=ok.cpu(), tier="scalar"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_bad_offsets_the_scalar_grouped_kernel_reads_are_raised_once_it_has_run(
+        gen, dtype) -> None:
+    """The scalar tier's grouped kernel (2-D × 3-D, any GPU) reads ``offs`` on the GPU
+    without a wait, as the H200's tensor-core one does: it clamps a bad end (the result is
+    the clamped ends') and reports the first one. After a synchronize
+    ``check_device_errors`` raises it, once; a ``grouped_mm`` made while it is pending raises
+    it instead of running; the calls after it give their bits."""
+    dev = torch.device("cuda")
+    x = rand(gen, 200, 64, dtype=dtype)
+    w = rand(gen, 4, 64, 48, dtype=dtype)
+    xd, wd = x.to(dev), w.to(dev)
+    good = torch.tensor([50, 100, 100, 199], dtype=torch.int32)
+    want_good = sgemm_bi.grouped_mm(x, w, offs=good, tier="scalar")
+    sgemm_bi.check_device_errors(dev)  # nothing pending from earlier tests
+    for bad, clamped, group in (([60, 30, 120, 200], [60, 60, 120, 200], 1),
+                                ([60, 90, 250, 200], [60, 90, 200, 200], 2),
+                                ([-5, 90, 120, 150], [0, 90, 120, 150], 0)):
+        offs = torch.tensor(bad, dtype=torch.int32, device=dev)
+        out = sgemm_bi.grouped_mm(xd, wd, offs=offs, tier="scalar")
+        torch.cuda.synchronize()
+        want = sgemm_bi.grouped_mm(x, w, offs=torch.tensor(clamped, dtype=torch.int32),
+                                   tier="scalar")
+        same_bits(out.cpu(), want, f"{bad}: the clamped ends")
+        with pytest.raises(BadOffsetsError, match=f"group {group}:.*on the device"):
+            sgemm_bi.check_device_errors(dev)
+        sgemm_bi.check_device_errors(dev)  # taken: nothing left
+
+        sgemm_bi.grouped_mm(xd, wd, offs=offs, tier="scalar")
+        torch.cuda.synchronize()
+        with pytest.raises(BadOffsetsError, match=f"group {group}:"):
+            sgemm_bi.grouped_mm(xd, wd, offs=good.to(dev), tier="scalar")
+        got = sgemm_bi.grouped_mm(xd, wd, offs=good.to(dev), tier="scalar")
+        torch.cuda.synchronize()
+        same_bits(got.cpu(), want_good, f"{bad}: a good call after the report")
+        sgemm_bi.check_device_errors()
 
 
 @pytest.mark.gpu

@@ -10,6 +10,7 @@
 mod catalogue;
 mod device_errors;
 mod grouped;
+mod grouped_scalar;
 mod hopper;
 mod images;
 mod kernel_abi;
@@ -94,6 +95,8 @@ struct Loaded {
     hopper: Option<hopper::HopperKernels>,
     /// The grouped form of the Hopper kernels; as `hopper`.
     grouped: Option<grouped::GroupedKernels>,
+    /// The scalar tier's grouped kernel; as `scalar`.
+    grouped_scalar: Option<grouped_scalar::ScalarGroupedKernels>,
     /// The modules the tables' functions come from: `sm80` on sm_80 and newer, `sm90a` on
     /// compute capability 9.0.
     sm80: Option<Arc<ModuleLoader>>,
@@ -164,6 +167,9 @@ impl Loaded {
         let grouped = sm90a
             .as_ref()
             .map(|_| grouped::GroupedKernels::new(&entries, sms as usize));
+        let grouped_scalar = sm80
+            .as_ref()
+            .map(|_| grouped_scalar::ScalarGroupedKernels::new(&entries, sms as u32));
         let records = Arc::new(RecordPool::new(&ctx));
         Ok(Loaded {
             ctx,
@@ -174,6 +180,7 @@ impl Loaded {
             tensor,
             hopper,
             grouped,
+            grouped_scalar,
             sm80,
             sm90a,
             records,
@@ -317,13 +324,38 @@ impl CudaBackend {
         pointers::check(&self.loaded, g, ext, p)
     }
 
+    /// How the grouped call `gg` with its ends in device memory runs here: the tensor-core
+    /// tier's Hopper grouped kernels (sm_90, see `grouped.rs`), the scalar tier's grouped
+    /// kernel for a rows split (`grouped_scalar.rs`), or group by group after reading the
+    /// ends back. Host arithmetic only.
+    fn grouped_launch(&self, gg: &GroupedGemm, p: &GemmPointers) -> GroupedLaunch {
+        match gg.gemm.tier {
+            Tier::TensorCores if self.tc_path != TcPath::Portable => {
+                match self.loaded.grouped.as_ref().map(|k| k.plan(gg, p)) {
+                    Some(Ok(plan)) => GroupedLaunch::Hopper(plan),
+                    _ => GroupedLaunch::ReadBack,
+                }
+            }
+            Tier::TensorCores => GroupedLaunch::ReadBack,
+            // The engine resolves `Auto` before a call reaches a backend; its fallback is the
+            // scalar tier.
+            Tier::Scalar | Tier::Auto => {
+                match self.loaded.grouped_scalar.as_ref().map(|k| k.plan(gg)) {
+                    Some(Ok(plan)) => GroupedLaunch::Scalar(plan),
+                    _ => GroupedLaunch::ReadBack,
+                }
+            }
+        }
+    }
+
     /// Runs the grouped call `gg`, whose group ends are at device address `ends`, as one
-    /// grouped kernel that reads them (no wait for them; see `grouped.rs`), after the same
-    /// alignment and memory checks as [`CudaBackend::gemm`] (and the ends' memory). The
-    /// kernel clamps a bad end and reports the first one in this engine's record, which the
-    /// host sees once the kernel has run ([`CudaBackend::take_device_error`]). `false` when no
-    /// grouped kernel takes the call (nothing was checked or launched: the caller reads the
-    /// ends and runs the groups one by one).
+    /// grouped kernel that reads them (no wait for them; see `grouped.rs` and
+    /// `grouped_scalar.rs`), after the same alignment and memory checks as
+    /// [`CudaBackend::gemm`] (and the ends' memory). The kernel clamps a bad end and reports
+    /// the first one in this engine's record, which the host sees once the kernel has run
+    /// ([`CudaBackend::take_device_error`]). `false` when no grouped kernel takes the call
+    /// (nothing was checked or launched: the caller reads the ends and runs the groups one
+    /// by one).
     ///
     /// # Safety
     /// As for [`CudaBackend::gemm`] with `whole` (the call over every group) and its `ext`;
@@ -340,15 +372,10 @@ impl CudaBackend {
         stream: Stream,
         check_memory: bool,
     ) -> Result<bool> {
-        let Some(kernels) = &self.loaded.grouped else {
-            return Ok(false);
-        };
-        if gg.gemm.tier != Tier::TensorCores || self.tc_path == TcPath::Portable {
+        let launch = self.grouped_launch(gg, p);
+        if launch == GroupedLaunch::ReadBack {
             return Ok(false);
         }
-        let Ok(plan) = kernels.plan(gg, p) else {
-            return Ok(false);
-        };
         check_alignment(whole, p)?;
         self.loaded
             .ctx
@@ -368,9 +395,22 @@ impl CudaBackend {
         // The kernel clamps a bad end (it never waits for the ends) and reports the first
         // one in this engine's record, for `take_device_error`.
         let errors = self.errors.device_address()?;
-        // SAFETY: the caller's contract; the plan is the kernels' own for this call; the
-        // record is valid for the process (`device_errors.rs`).
-        unsafe { kernels.launch(&plan, gg, ends, errors, p, stream.0 as sys::CUstream) }?;
+        let stream = stream.0 as sys::CUstream;
+        const PLANNED: &str = "a grouped launch is planned only where its kernels are loaded";
+        match launch {
+            GroupedLaunch::Hopper(plan) => {
+                let kernels = self.loaded.grouped.as_ref().expect(PLANNED);
+                // SAFETY: the caller's contract; the plan is the kernels' own for this call;
+                // the record is valid for the process (`device_errors.rs`).
+                unsafe { kernels.launch(&plan, gg, ends, errors, p, stream) }
+            }
+            GroupedLaunch::Scalar(plan) => {
+                let kernels = self.loaded.grouped_scalar.as_ref().expect(PLANNED);
+                // SAFETY: as above.
+                unsafe { kernels.launch(&plan, gg, ends, errors, p, stream) }
+            }
+            GroupedLaunch::ReadBack => unreachable!("a read-back call returned above"),
+        }?;
         Ok(true)
     }
 
@@ -434,6 +474,18 @@ impl CudaBackend {
             }
         }
     }
+}
+
+/// How a grouped call whose ends are in device memory runs ([`CudaBackend::grouped_launch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GroupedLaunch {
+    /// The Hopper grouped kernels (tensor-core tier, sm_90): no wait for the ends.
+    Hopper(grouped::GroupedPlan),
+    /// The scalar tier's grouped kernel (rows split): no wait for the ends.
+    Scalar(grouped_scalar::ScalarGroupedPlan),
+    /// Group by group, after reading the ends back on the call's stream (a wait, which a
+    /// CUDA graph capture refuses: `offsets.rs`).
+    ReadBack,
 }
 
 /// Device loads are naturally aligned, so each buffer must start on a multiple of its

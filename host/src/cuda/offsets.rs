@@ -1,7 +1,7 @@
 //! Group offsets that live in device memory, read back to the host for a grouped call.
 //!
-//! The grouped call launches each group's dense kernel, so its launch sizes need the group
-//! sizes on the host. Offsets on the device are copied on the caller's stream (after the
+//! Where no grouped kernel takes a call (`GroupedLaunch::ReadBack` in `mod.rs`), it launches
+//! each group's dense kernel, so its launch sizes need the group sizes on the host. Offsets on the device are copied on the caller's stream (after the
 //! work that wrote them) and waited for: a synchronization, so not inside a CUDA graph
 //! capture, where the call is refused with a message saying to pass host offsets.
 

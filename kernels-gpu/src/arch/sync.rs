@@ -81,3 +81,21 @@ pub fn ballot_sync(pred: bool) -> u32 {
     };
     r
 }
+
+/// `bar.red.or.pred`: `bar.sync 0` that also returns whether `pred` holds in any thread of
+/// the block.
+#[inline(always)]
+pub fn bar_red_or(pred: bool) -> bool {
+    let r: u32;
+    // SAFETY: every thread of the block executes it together (callers keep it outside
+    // thread-dependent branches), as for `bar_sync`.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; bar.red.or.pred q, 0, p; selp.u32 {r}, 1, 0, q; }}",
+            x = in(reg32) u32::from(pred),
+            r = out(reg32) r,
+            options(nostack)
+        )
+    };
+    r != 0
+}

@@ -38,17 +38,17 @@ use super::mainloop::{self, batch_coord, k_tiles, Stages};
 use super::walk::Walk;
 use super::ConsumerSchedule as _;
 use crate::arch::cluster::{cluster_ctarank, cluster_sync};
-use crate::arch::global::{st_global_b32, st_global_release_sys_b32, st_global_v2_b32};
+use crate::arch::global::{st_global_b32, st_global_v2_b32};
 use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
 use crate::arch::shared::dyn_smem_base;
 use crate::arch::sync::{
-    ballot_sync, bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec,
-    setmaxnreg_inc,
+    bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec, setmaxnreg_inc,
 };
 use crate::arch::tma::{cp_async_bulk_tensor_3d, prefetch_tensormap};
 use crate::element::WgmmaElement;
 use crate::finish::{bias_at, finished_16, finished_f32, group_bias};
-use crate::params::{GemmParams, GroupErrorRecord, BIAS_NONE, OUT_BF16, OUT_F32};
+use crate::group_ends::report_bad_ends;
+use crate::params::{GemmParams, BIAS_NONE, OUT_BF16, OUT_F32};
 use crate::schedule::Tile;
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 
@@ -184,50 +184,6 @@ impl<const CLUSTER: u32> Groups<CLUSTER> {
             end: self.end,
             clear: u64::from(self.group) == p.batch,
         })
-    }
-}
-
-/// Checks the group ends in order and reports the first bad one — below the previous end
-/// (group 0: below 0) or past `limit` — in the record at `errors` (`GroupErrorRecord`,
-/// mapped host memory the host reads without waiting). The kernels clamp bad ends, so they
-/// never reach outside the buffers; this only tells the caller. Each check reads 32 ends at
-/// once, one per lane, so a thousand groups cost a few dozen round trips to memory, while
-/// the block's copies and MMAs go on: the warp doing it has nothing else to do. Every launch
-/// that finds a bad end writes the same record.
-///
-/// # Safety
-/// The 32 lanes of one warp call it together; `ends` is the device address of `groups` `i32`s;
-/// `errors` the address of a `GroupErrorRecord` valid for writes.
-#[inline(always)]
-unsafe fn report_bad_ends(ends: u64, groups: u64, limit: u64, errors: u64, lane: u32) {
-    let mut base = 0u64;
-    while base < groups {
-        let g = base + u64::from(lane);
-        let read = |i: u64| {
-            // SAFETY: i < groups (forwarded contract).
-            i64::from(unsafe { *(ends as *const i32).add(i as usize) })
-        };
-        let (end, prev) = if g < groups {
-            (read(g), if g == 0 { 0 } else { read(g - 1) })
-        } else {
-            (0, 0)
-        };
-        let bad = g < groups && (end < prev || end > limit as i64);
-        let lanes = ballot_sync(bad);
-        if lanes != 0 {
-            if lane == lanes.trailing_zeros() {
-                // SAFETY: the record's four words (forwarded contract); the flag last, after
-                // the fields, so that a reader who sees it sees them.
-                unsafe {
-                    st_global_b32(errors + 4, g as u32);
-                    st_global_b32(errors + 8, end as i32 as u32);
-                    st_global_b32(errors + 12, limit as u32);
-                    st_global_release_sys_b32(errors, GroupErrorRecord::BAD_END);
-                }
-            }
-            return;
-        }
-        base += 32;
     }
 }
 

@@ -15,10 +15,13 @@
 //!
 //! Files: [`config`] the tile constants, [`crate::schedule`] which tile a block computes,
 //! [`mainloop`] staging and the fma chain, [`epilogue`] bias, accumulate, rounding and store;
-//! [`rows`] the few-row kernel (M ≤ 64), the same chain with one thread per column.
+//! [`rows`] the few-row kernel (M ≤ 64), the same chain with one thread per column;
+//! [`grouped`] the grouped kernel (Mixture-of-Experts rows split, the group ends read on the
+//! device), the same chain with one thread per element.
 
 pub use sgemm_bi_abi::scalar as config;
 pub mod epilogue;
+pub mod grouped;
 pub mod mainloop;
 pub mod rows;
 
