@@ -72,14 +72,15 @@ pub(super) unsafe fn run(e: &Entry<'_>, parallel: bool) {
     // K = 0 still runs one (empty) block: the chains stay +0.0 and the epilogue stores them.
     let n_pc = e.k.div_ceil(KC).max(1);
     let kc_max = e.k.div_ceil(n_pc);
-    // Task sizes shrink to the matrix, so small calls allocate little.
+    // Task sizes shrink to the matrix, so small calls touch little memory.
     let mc = MC.min(e.m.next_multiple_of(MR));
     let nt = NT.min(e.n.next_multiple_of(NR));
     let (mch_max, nc_max) = (MCH.min(e.m), NC.min(e.n));
     let mut a_buf = PackBuf::new(mch_max.next_multiple_of(MR) * kc_max);
     let mut b_buf = PackBuf::new(nc_max.next_multiple_of(NR) * kc_max);
     let tasks_max = mch_max.div_ceil(mc) * nc_max.div_ceil(nt);
-    let mut acc = vec![0.0f32; if n_pc > 1 { tasks_max * mc * nt } else { 0 }];
+    // Written by each chain's first K block (`fresh`) before it is read.
+    let mut acc = PackBuf::new(if n_pc > 1 { tasks_max * mc * nt } else { 0 });
 
     for i0 in (0..e.m).step_by(MCH) {
         let mch = MCH.min(e.m - i0);
@@ -155,7 +156,7 @@ pub(super) unsafe fn run(e: &Entry<'_>, parallel: bool) {
                     }
                 };
                 if n_pc > 1 {
-                    let acc = &mut acc[..n_tasks * mc * nt];
+                    let acc = &mut acc.as_mut_slice()[..n_tasks * mc * nt];
                     each_chunk(parallel, acc, mc * nt, |t, a| task(t, Some(a)));
                 } else {
                     each_index(parallel, n_tasks, |t| task(t, None));
