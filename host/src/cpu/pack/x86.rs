@@ -68,22 +68,73 @@ pub(super) unsafe fn depth_contiguous<const W: usize>(
     kc: usize,
     dst: &mut [f32],
 ) {
+    // One copy of the loop per dtype: the element load is then a constant, not a branch
+    // per row, in what is the hot loop of a small call with a column-major B.
+    // SAFETY: forwarded contract.
+    unsafe {
+        match src.dtype {
+            DType::F32 => depth_contiguous_of::<W, 0>(src, lane0, lanes, k0, kc, dst),
+            DType::BF16 => depth_contiguous_of::<W, 1>(src, lane0, lanes, k0, kc, dst),
+            DType::F16 => depth_contiguous_of::<W, 2>(src, lane0, lanes, k0, kc, dst),
+        }
+    }
+}
+
+/// The dtype a const parameter `D` stands for (0 f32, 1 bf16, 2 f16).
+const fn dtype_of(d: u8) -> DType {
+    match d {
+        0 => DType::F32,
+        1 => DType::BF16,
+        _ => DType::F16,
+    }
+}
+
+/// [`depth_contiguous`] for `src.dtype == dtype_of(D)`.
+///
+/// # Safety
+/// As for [`depth_contiguous`], and `src.dtype == dtype_of(D)`.
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+unsafe fn depth_contiguous_of<const W: usize, const D: u8>(
+    src: &OperandView,
+    lane0: usize,
+    lanes: usize,
+    k0: usize,
+    kc: usize,
+    dst: &mut [f32],
+) {
+    let dtype = const { dtype_of(D) };
     let out = dst.as_mut_ptr();
-    // SAFETY: (1) makes the intrinsics available. `load8` reads the `nk` elements of lane
+    // SAFETY: (1) makes the intrinsics available. The loads read the `nk` elements of lane
     // lane0 + c + i < lane0 + lanes from depth k0 + k, inside the span by (2) and (3);
-    // `store8` writes min(8, W - c) floats at depth k + kk < kc, lane c, inside `dst`.
+    // the stores write min(8, W - c) floats at depth k + kk < kc, lane c, inside `dst`.
     unsafe {
         for k in (0..kc).step_by(8) {
             let nk = (kc - k).min(8);
             for c in (0..W).step_by(8) {
                 // (8 lanes, 8 depths) → (8 depths, 8 lanes)
                 let mut m = [_mm256_setzero_ps(); 8];
-                for (i, v) in m.iter_mut().enumerate().take(lanes.saturating_sub(c)) {
-                    *v = load8(src.at(lane0 + c + i, k0 + k), src.dtype, nk);
+                let rows = lanes.saturating_sub(c).min(8);
+                if nk == 8 && rows == 8 {
+                    // The whole block: no staging, and a constant trip count that unrolls
+                    // and keeps `m` in registers.
+                    for (i, v) in m.iter_mut().enumerate() {
+                        *v = load8_whole(src.at(lane0 + c + i, k0 + k), dtype);
+                    }
+                } else {
+                    for (i, v) in m.iter_mut().enumerate().take(rows) {
+                        *v = load8(src.at(lane0 + c + i, k0 + k), dtype, nk);
+                    }
                 }
                 transpose8x8(&mut m);
-                for (kk, &v) in m.iter().enumerate().take(nk) {
-                    store8(out.add((k + kk) * W + c), (W - c).min(8), v);
+                if nk == 8 && W >= c + 8 {
+                    for (kk, &v) in m.iter().enumerate() {
+                        _mm256_storeu_ps(out.add((k + kk) * W + c), v);
+                    }
+                } else {
+                    for (kk, &v) in m.iter().enumerate().take(nk) {
+                        store8(out.add((k + kk) * W + c), (W - c).min(8), v);
+                    }
                 }
             }
         }
@@ -108,6 +159,18 @@ unsafe fn load8(p: *const u8, dtype: DType, n: usize) -> __m256 {
         staged.as_ptr()
     };
     // SAFETY: 8 elements (32 or 16 bytes) are readable at p: the caller's, or `staged`.
+    unsafe { load8_whole(p, dtype) }
+}
+
+/// The 8 elements at `p`, upcast to f32.
+///
+/// # Safety
+/// The CPU supports AVX2 and F16C; 8 elements of `dtype` are readable at `p` (any
+/// alignment).
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+unsafe fn load8_whole(p: *const u8, dtype: DType) -> __m256 {
+    // SAFETY: 8 elements (32 or 16 bytes) are readable at p (the caller's contract).
     unsafe {
         match dtype {
             DType::F32 => _mm256_loadu_ps(p as *const f32),
