@@ -32,19 +32,52 @@ pub(super) unsafe fn lanes_contiguous<const W: usize>(
     kc: usize,
     dst: &mut [f32],
 ) {
+    // One copy of the loop per dtype, as for `depth_contiguous`.
+    // SAFETY: forwarded contract.
+    unsafe {
+        match src.dtype {
+            DType::F32 => lanes_contiguous_of::<W, 0>(src, lane0, lanes, k0, kc, dst),
+            DType::BF16 => lanes_contiguous_of::<W, 1>(src, lane0, lanes, k0, kc, dst),
+            DType::F16 => lanes_contiguous_of::<W, 2>(src, lane0, lanes, k0, kc, dst),
+        }
+    }
+}
+
+/// [`lanes_contiguous`] for `src.dtype == dtype_of(D)`.
+///
+/// # Safety
+/// As for [`lanes_contiguous`], and `src.dtype == dtype_of(D)`.
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+unsafe fn lanes_contiguous_of<const W: usize, const D: u8>(
+    src: &OperandView,
+    lane0: usize,
+    lanes: usize,
+    k0: usize,
+    kc: usize,
+    dst: &mut [f32],
+) {
+    let dtype = const { dtype_of(D) };
     let out = dst.as_mut_ptr();
-    let size = src.dtype.size();
-    // SAFETY: (1) makes the intrinsics available. `load8` reads the `n` elements
-    // (lane0 + l, k0 + k), l = q·W + c .. + n <= lanes, inside the span by (2) and (3);
-    // `store8` writes min(8, W - c) floats at panel q, depth k, lane c, inside `dst` by (2).
+    let size = dtype.size();
+    // SAFETY: (1) makes the intrinsics available. The loads read the
+    // `min(8, lanes - l)` elements (lane0 + l, k0 + k), l = q·W + c, inside the span by (2)
+    // and (3); the stores write min(8, W - c) floats at panel q, depth k, lane c, inside
+    // `dst` by (2).
     unsafe {
         for k in 0..kc {
             let row = src.at(lane0, k0 + k);
             for q in 0..lanes.div_ceil(W) {
                 for c in (0..W).step_by(8) {
                     let l = q * W + c;
-                    let v = load8(row.add(l * size), src.dtype, lanes.saturating_sub(l).min(8));
-                    store8(out.add((q * kc + k) * W + c), (W - c).min(8), v);
+                    let to = out.add((q * kc + k) * W + c);
+                    if l + 8 <= lanes && c + 8 <= W {
+                        // The common whole run: one load and one store.
+                        _mm256_storeu_ps(to, load8_whole(row.add(l * size), dtype));
+                    } else {
+                        let v = load8(row.add(l * size), dtype, lanes.saturating_sub(l).min(8));
+                        store8(to, (W - c).min(8), v);
+                    }
                 }
             }
         }
