@@ -8,7 +8,7 @@
 use super::OperandView;
 use crate::types::DType;
 use core::arch::x86_64::{
-    __m128i, __m256, _mm256_castsi256_ps, _mm256_cmpgt_epi32, _mm256_cvtepu16_epi32,
+    __m128i, __m256, __m256i, _mm256_castsi256_ps, _mm256_cmpgt_epi32, _mm256_cvtepu16_epi32,
     _mm256_cvtph_ps, _mm256_loadu_ps, _mm256_maskstore_ps, _mm256_permute2f128_ps,
     _mm256_set1_epi32, _mm256_setr_epi32, _mm256_setzero_ps, _mm256_shuffle_ps, _mm256_slli_epi32,
     _mm256_storeu_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps, _mm_loadu_si128,
@@ -154,6 +154,11 @@ unsafe fn depth_contiguous_of<const W: usize, const D: u8>(
                     for (i, v) in m.iter_mut().enumerate() {
                         *v = load8_whole(src.at(lane0 + c + i, k0 + k), dtype);
                     }
+                } else if nk == 8 {
+                    // Fewer lanes than 8 (an A panel of MR rows, or the edge of B).
+                    for (i, v) in m.iter_mut().enumerate().take(rows) {
+                        *v = load8_whole(src.at(lane0 + c + i, k0 + k), dtype);
+                    }
                 } else {
                     for (i, v) in m.iter_mut().enumerate().take(rows) {
                         *v = load8(src.at(lane0 + c + i, k0 + k), dtype, nk);
@@ -163,6 +168,12 @@ unsafe fn depth_contiguous_of<const W: usize, const D: u8>(
                 if nk == 8 && W >= c + 8 {
                     for (kk, &v) in m.iter().enumerate() {
                         _mm256_storeu_ps(out.add((k + kk) * W + c), v);
+                    }
+                } else if nk == 8 {
+                    // A panel narrower than 8 (A's MR): one mask for the block.
+                    let mask = lanes_below(W - c);
+                    for (kk, &v) in m.iter().enumerate() {
+                        _mm256_maskstore_ps(out.add((k + kk) * W + c), mask, v);
                     }
                 } else {
                     for (kk, &v) in m.iter().enumerate().take(nk) {
@@ -228,9 +239,23 @@ unsafe fn store8(p: *mut f32, n: usize, v: __m256) {
         if n == 8 {
             _mm256_storeu_ps(p, v);
         } else {
-            let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), idx), v);
+            _mm256_maskstore_ps(p, lanes_below(n), v);
         }
+    }
+}
+
+/// The store mask of lanes `0..n` (`n <= 8`).
+///
+/// # Safety
+/// The CPU supports AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn lanes_below(n: usize) -> __m256i {
+    // SAFETY: register-only intrinsics, available by the caller's contract.
+    #[allow(unused_unsafe)]
+    unsafe {
+        let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), idx)
     }
 }
 
