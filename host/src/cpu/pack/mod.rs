@@ -15,6 +15,8 @@ use super::kernel::Isa;
 
 #[cfg(target_arch = "x86_64")]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+pub(super) use x86::transpose8x8;
 
 /// Reads element `idx` of a buffer of `dtype` as f32 (exact).
 ///

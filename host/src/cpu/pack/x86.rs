@@ -265,7 +265,7 @@ unsafe fn lanes_below(n: usize) -> __m256i {
 /// # Safety
 /// The CPU supports AVX2.
 #[target_feature(enable = "avx2")]
-unsafe fn transpose8x8(m: &mut [__m256; 8]) {
+pub(in crate::cpu) unsafe fn transpose8x8(m: &mut [__m256; 8]) {
     // SAFETY: register-only intrinsics, available by the caller's contract. (Rust 1.87+
     // calls them safe inside a matching target_feature function; the crate's minimum, 1.85,
     // still needs the block.)

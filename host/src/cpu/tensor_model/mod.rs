@@ -170,6 +170,7 @@ unsafe fn run(e: &Entry<'_>, parallel: bool) {
                         // SAFETY: columns j0 + j .. j0 + min(j + panels · NR, nch) are inside B.
                         unsafe {
                             pack::panels(
+                                e.simd,
                                 e.format,
                                 &e.b,
                                 j0 + j,
