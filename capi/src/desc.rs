@@ -410,12 +410,15 @@ pub(crate) unsafe fn read_struct<T: Sized32>(p: *const T, param: &str) -> CResul
     Ok(unsafe { p.read() })
 }
 
-fn operand(op: &sgemm_bi_operand, field: &str) -> CResult<Operand> {
+/// An operand's fields, named in full by `names` (dtype, layout, ld, batch_stride): written
+/// out by the caller, not formatted here, so that a call whose fields are fine builds no
+/// strings (formatting them cost a small call more than its arithmetic).
+fn operand(op: &sgemm_bi_operand, names: [&str; 4]) -> CResult<Operand> {
     Ok(Operand {
-        dtype: dtype(op.dtype, &format!("{field}.dtype"))?,
-        layout: layout(op.layout, &format!("{field}.layout"))?,
-        ld: dim(op.ld, &format!("{field}.ld"))?,
-        batch_stride: dim(op.batch_stride, &format!("{field}.batch_stride"))?,
+        dtype: dtype(op.dtype, names[0])?,
+        layout: layout(op.layout, names[1])?,
+        ld: dim(op.ld, names[2])?,
+        batch_stride: dim(op.batch_stride, names[3])?,
     })
 }
 
@@ -439,8 +442,24 @@ impl sgemm_bi_gemm_desc {
             n: dim(self.n, "desc->n")?,
             k: dim(self.k, "desc->k")?,
             batch: dim(self.batch, "desc->batch")?,
-            a: operand(&self.a, "desc->a")?,
-            b: operand(&self.b, "desc->b")?,
+            a: operand(
+                &self.a,
+                [
+                    "desc->a.dtype",
+                    "desc->a.layout",
+                    "desc->a.ld",
+                    "desc->a.batch_stride",
+                ],
+            )?,
+            b: operand(
+                &self.b,
+                [
+                    "desc->b.dtype",
+                    "desc->b.layout",
+                    "desc->b.ld",
+                    "desc->b.batch_stride",
+                ],
+            )?,
             bias,
             c: Output {
                 mode: output_mode(self.c.mode, self.c.dtype, "desc->c.mode", "desc->c.dtype")?,

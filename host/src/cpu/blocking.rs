@@ -69,17 +69,23 @@ pub(super) unsafe fn run(e: &Entry<'_>, parallel: bool) {
     if e.m == 0 || e.n == 0 {
         return;
     }
+    if !parallel && small(e.m, e.k) {
+        // SAFETY: forwarded contract.
+        unsafe { run_small(e) };
+        return;
+    }
     // K = 0 still runs one (empty) block: the chains stay +0.0 and the epilogue stores them.
     let n_pc = e.k.div_ceil(KC).max(1);
     let kc_max = e.k.div_ceil(n_pc);
-    // Task sizes shrink to the matrix, so small calls allocate little.
+    // Task sizes shrink to the matrix, so small calls touch little memory.
     let mc = MC.min(e.m.next_multiple_of(MR));
     let nt = NT.min(e.n.next_multiple_of(NR));
     let (mch_max, nc_max) = (MCH.min(e.m), NC.min(e.n));
     let mut a_buf = PackBuf::new(mch_max.next_multiple_of(MR) * kc_max);
     let mut b_buf = PackBuf::new(nc_max.next_multiple_of(NR) * kc_max);
     let tasks_max = mch_max.div_ceil(mc) * nc_max.div_ceil(nt);
-    let mut acc = vec![0.0f32; if n_pc > 1 { tasks_max * mc * nt } else { 0 }];
+    // Written by each chain's first K block (`fresh`) before it is read.
+    let mut acc = PackBuf::new(if n_pc > 1 { tasks_max * mc * nt } else { 0 });
 
     for i0 in (0..e.m).step_by(MCH) {
         let mch = MCH.min(e.m - i0);
@@ -155,10 +161,99 @@ pub(super) unsafe fn run(e: &Entry<'_>, parallel: bool) {
                     }
                 };
                 if n_pc > 1 {
-                    let acc = &mut acc[..n_tasks * mc * nt];
+                    let acc = &mut acc.as_mut_slice()[..n_tasks * mc * nt];
                     each_chunk(parallel, acc, mc * nt, |t, a| task(t, Some(a)));
                 } else {
                     each_index(parallel, n_tasks, |t| task(t, None));
+                }
+            }
+        }
+    }
+}
+
+/// The most packed A values (256 KiB of f32) an entry may have to run [`run_small`]: all of
+/// its A is read once per panel of B, so it must stay in L2.
+const SMALL_A: usize = 1 << 16;
+
+/// Whether an entry of `m` rows and depth `k` runs [`run_small`] when on one thread: at
+/// most one task's rows, and an A that stays in L2.
+pub(super) fn small(m: usize, k: usize) -> bool {
+    m <= MC && m.next_multiple_of(MR) * k <= SMALL_A
+}
+
+/// [`run`] for a small entry on one thread ([`small`]): all of A is packed first, then each
+/// panel of NR columns of B is packed, one K block at a time, just before the blocks of C
+/// that use it, and used at once.
+///
+/// ```text
+/// pack A[all rows, all depths], K block after K block
+/// for each panel of ≤ NR columns:
+///     for each block of ≤ KC depths, in ascending k:        ← the only loop over k
+///         pack B[block, panel]
+///         for each MR × NR block of the panel: continue its chains with the microkernel;
+///             after the last K block, run the epilogue, else park them in `tiles`.
+/// ```
+///
+/// Why: with few rows each packed value of B is used by few fmas, and the general nest packs
+/// a whole chunk of B (up to KC × NC values) before using any of it; past the L1 cache that
+/// is a round trip through L2 for every value, which cost small-M calls more than their
+/// arithmetic. Here the packed panel (at most KC × NR f32, 32 KiB) is used while still in
+/// L1. The bits are those of [`run`] for the same reason as there: every chain belongs to
+/// one block, is started at +0.0 by the first K block and continued by the K blocks in
+/// ascending order, and parking it in memory is exact.
+///
+/// # Safety
+/// As for [`run`]; `small(e.m, e.k)`.
+unsafe fn run_small(e: &Entry<'_>) {
+    let n_pc = e.k.div_ceil(KC).max(1);
+    let kc_max = e.k.div_ceil(n_pc);
+    let m_pad = e.m.next_multiple_of(MR);
+    let row_blocks = m_pad / MR;
+    // K block p of A: ⌈M / MR⌉ panels of kc · MR values from k_start(p) · m_pad on.
+    let mut a_buf = PackBuf::new(m_pad * e.k);
+    let ap = a_buf.as_mut_slice();
+    for p in 0..n_pc {
+        let k0 = k_start(p, n_pc, e.k);
+        let kc = k_start(p + 1, n_pc, e.k) - k0;
+        if kc > 0 {
+            // SAFETY: rows 0 .. M, depths k0 .. k0 + kc <= K.
+            unsafe {
+                pack::panels::<MR>(
+                    e.isa,
+                    &e.a,
+                    0,
+                    e.m,
+                    k0,
+                    kc,
+                    &mut ap[k0 * m_pad..][..m_pad * kc],
+                )
+            };
+        }
+    }
+    let ap = &*ap;
+    let mut b_buf = PackBuf::new(kc_max * NR);
+    let mut tiles = PackBuf::new(row_blocks * MR * NR);
+    let tiles = tiles.as_mut_slice();
+    for j0 in (0..e.n).step_by(NR) {
+        let cols = NR.min(e.n - j0);
+        for p in 0..n_pc {
+            let k0 = k_start(p, n_pc, e.k);
+            let kc = k_start(p + 1, n_pc, e.k) - k0;
+            let bp = &mut b_buf.as_mut_slice()[..kc * NR];
+            if kc > 0 {
+                // SAFETY: columns j0 .. j0 + cols <= N, depths inside K.
+                unsafe { pack::panels::<NR>(e.isa, &e.b, j0, cols, k0, kc, bp) };
+            }
+            let bp = &*bp;
+            for (rb, tile) in tiles.chunks_exact_mut(MR * NR).enumerate() {
+                let rows = MR.min(e.m - rb * MR);
+                let a_panel = &ap[k0 * m_pad + rb * kc * MR..][..kc * MR];
+                let tile: &mut Tile = tile.try_into().unwrap();
+                // p == 0: every chain starts at +0.0.
+                kernel::run(e.isa, rows, a_panel, bp, tile, p == 0);
+                if p + 1 == n_pc {
+                    // SAFETY: the block is inside C, and this call alone writes it.
+                    unsafe { epilogue::store(e.isa, &e.c, e.bias, tile, rb * MR, j0, rows, cols) };
                 }
             }
         }

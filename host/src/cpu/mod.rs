@@ -38,7 +38,7 @@ use crate::types::{Gemm, GemmPointers, Tier};
 use blocking::Entry;
 use epilogue::Dest;
 use kernel::Isa;
-use pack::OperandView;
+use pack::{OperandView, PackBuf};
 
 /// Below this many fmas per batch entry (about 100³), an entry runs on one thread: rayon's
 /// fork-join costs microseconds, which such an entry does not repay. Batched calls of small
@@ -63,15 +63,18 @@ unsafe fn gemm_with(isa: Isa, g: &Gemm, p: &GemmPointers) {
     if g.m == 0 || g.n == 0 || g.batch == 0 {
         return;
     }
-    let bias: Option<Vec<f32>> = g.bias.map(|d| {
-        (0..g.n)
+    let mut bias_buf = PackBuf::new(if g.bias.is_some() { g.n } else { 0 });
+    let bias: Option<&[f32]> = g.bias.map(|d| {
+        let upcast = bias_buf.as_mut_slice();
+        for (j, v) in upcast.iter_mut().enumerate() {
             // SAFETY: a bias of dtype d holds N elements.
-            .map(|j| unsafe { pack::load(p.bias as *const u8, d, j) })
-            .collect()
+            *v = unsafe { pack::load(p.bias as *const u8, d, j) };
+        }
+        &*upcast
     });
     if g.tier == Tier::TensorCores {
         // SAFETY: forwarded contract; validation admits only bf16 and f16 for the tier.
-        unsafe { tensor_model::gemm(isa, g, p, bias.as_deref()) };
+        unsafe { tensor_model::gemm(isa, g, p, bias) };
         return;
     }
     let (a, b, c) = (OperandView::a(g, p), OperandView::b(g, p), Dest::new(g, p));
@@ -83,17 +86,18 @@ unsafe fn gemm_with(isa: Isa, g: &Gemm, p: &GemmPointers) {
         a: a.entry(batch),
         b: b.entry(batch),
         c: c.entry(batch),
-        bias: bias.as_deref(),
+        bias,
     };
     let fmas = g.m.saturating_mul(g.n).saturating_mul(g.k.max(1));
-    if fmas < PARALLEL_MIN_FMAS && g.batch > 1 {
+    let parallel = fmas >= PARALLEL_MIN_FMAS && threads::helpers();
+    if !parallel && g.batch > 1 {
         // SAFETY: entry b reads and writes only its own validated spans, and validation
         // guarantees distinct entries write disjoint parts of C.
         threads::each_small(g.batch, |b| unsafe { blocking::run(&entry(b), false) });
     } else {
         for b in 0..g.batch {
             // SAFETY: as above, one entry at a time.
-            unsafe { blocking::run(&entry(b), fmas >= PARALLEL_MIN_FMAS) };
+            unsafe { blocking::run(&entry(b), parallel) };
         }
     }
 }

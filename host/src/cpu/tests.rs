@@ -416,3 +416,67 @@ proptest! {
         check(&case, seed);
     }
 }
+
+/// Runs `case` on a one-thread pool, where every entry that `blocking::small` admits takes
+/// the small-entry loop nest (on more threads, large ones are split into tasks instead).
+fn check_one_thread(case: &Case, seed: u64) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    pool.install(|| check(case, seed));
+}
+
+#[test]
+fn small_entries_match_reference_at_their_edges() {
+    use super::blocking::{small, KC};
+    use super::kernel::MR;
+    // The row and depth limits of the small nest, just inside and just outside, with
+    // several K blocks, partial panels of B and of A, every layout, dtype and mode.
+    let mc = (1..).find(|&m| !small(m, 1)).unwrap() - 1;
+    let k_max = |m: usize| (1..).find(|&k| !small(m, k)).unwrap() - 1;
+    let shapes = [
+        (mc, 45, k_max(mc)),
+        (mc, 33, k_max(mc) + 1),
+        (mc + 1, 40, 3 * KC + 5),
+        (1, 300, KC + 1),
+        (MR + 1, 31, 2 * KC),
+        (2, 1, 5 * KC + 3),
+    ];
+    for (s, &(m, n, k)) in shapes.iter().enumerate() {
+        let dtype = DTYPES[s % 3];
+        let case = Case {
+            a: LAYOUTS[s % 2],
+            b: LAYOUTS[s / 2 % 2],
+            bias: [None, Some(DType::F32), Some(dtype)][s % 3],
+            mode: modes(dtype)[s % 4],
+            // No NaN or Inf: over these depths almost every chain would meet one, and a
+            // NaN result hides how the chain was computed.
+            ..Case::new(m, n, k, dtype)
+        };
+        check_one_thread(&case, 7000 + s as u64);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The small-entry nest (one thread, at most one task of rows): shapes across its K
+    /// blocks and B panels, every layout, dtype, bias and mode, NaN/Inf/subnormal inputs.
+    #[test]
+    fn small_entries_match_reference(
+        m in 1usize..100, n in 1usize..130, k in 0usize..700, batch in 1usize..3,
+        a in layout(), b in layout(), d in 0usize..3, bias in 0usize..3, mode in 0usize..4,
+        pad in 0usize..2, misalign: bool, specials in prop_oneof![Just(0u32), Just(1), Just(24)],
+        seed: u64,
+    ) {
+        let dtype = DTYPES[d];
+        let case = Case {
+            batch, a, b, pad, misalign, specials,
+            bias: [None, Some(DType::F32), Some(dtype)][bias],
+            mode: modes(dtype)[mode],
+            ..Case::new(m, n, k, dtype)
+        };
+        check_one_thread(&case, seed);
+    }
+}

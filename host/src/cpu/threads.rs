@@ -38,12 +38,23 @@ where
 }
 
 /// Calls `f(i)` for each `i` in `0..n` on the pool: possibly many small pieces (the entries
-/// of a batched call), which rayon groups adaptively.
+/// of a batched call), which rayon groups adaptively. Inline when the pool has one thread.
 pub(super) fn each_small<F>(n: usize, f: F)
 where
     F: Fn(usize) + Send + Sync,
 {
-    (0..n).into_par_iter().for_each(f);
+    if helpers() {
+        (0..n).into_par_iter().for_each(f);
+    } else {
+        (0..n).for_each(f);
+    }
+}
+
+/// Whether the pool has more than one thread. With one, a parallel loop would only hand
+/// each piece from the calling thread to the pool's thread and wait for it (microseconds of
+/// wake-up a piece), so the callers run inline instead.
+pub(super) fn helpers() -> bool {
+    rayon::current_num_threads() > 1
 }
 
 /// How many of `n` consecutive items each piece gets when they are split into one piece per

@@ -15,6 +15,8 @@ use super::kernel::Isa;
 
 #[cfg(target_arch = "x86_64")]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+pub(super) use x86::transpose8x8;
 
 /// Reads element `idx` of a buffer of `dtype` as f32 (exact).
 ///
@@ -160,8 +162,14 @@ pub(super) unsafe fn panels<const W: usize>(
     }
 }
 
-/// A zero-filled f32 buffer whose start is 64-byte aligned, so that each NR-wide row of a
-/// packed B panel is exactly one cache line (no split loads in the microkernel).
+/// An f32 buffer whose start is 64-byte aligned, so that each NR-wide row of a packed B
+/// panel is exactly one cache line (no split loads in the microkernel).
+///
+/// Its contents are unspecified (whatever an earlier call left): the packers write every
+/// element the microkernel later reads, zero padding included, and parked accumulators are
+/// written before they are read (`fresh`). The memory comes from a small per-thread stock
+/// and goes back to it when dropped: a small call then neither allocates nor fills a few
+/// pages of zeros, which cost more than its arithmetic.
 pub(super) struct PackBuf {
     lines: Vec<Line>,
     len: usize,
@@ -171,18 +179,54 @@ pub(super) struct PackBuf {
 #[repr(C, align(64))]
 struct Line([f32; 16]);
 
+/// Buffers a thread keeps between calls: the upcast bias, the two packed operands and the
+/// parked accumulators of one call.
+const STOCK_BUFFERS: usize = 4;
+/// The largest buffer kept (in lines: 2 MiB). Bigger calls allocate afresh, which their
+/// arithmetic amortises; the cap bounds what an idle thread holds.
+const STOCK_MAX_LINES: usize = (2 << 20) / std::mem::size_of::<Line>();
+
+thread_local! {
+    static STOCK: std::cell::RefCell<Vec<Vec<Line>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl PackBuf {
     pub(super) fn new(len: usize) -> PackBuf {
-        PackBuf {
-            lines: vec![Line([0.0; 16]); len.div_ceil(16)],
-            len,
+        let want = len.div_ceil(16);
+        // `try_with`/`try_borrow_mut`: during thread teardown, or if a buffer is taken while
+        // the stock is borrowed, fall back to a fresh allocation.
+        let spare = STOCK
+            .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
+            .ok()
+            .flatten();
+        let mut lines = spare.unwrap_or_default();
+        if lines.len() < want {
+            lines.resize(want, Line([0.0; 16]));
         }
+        PackBuf { lines, len }
     }
 
     pub(super) fn as_mut_slice(&mut self) -> &mut [f32] {
         // SAFETY: `Line` is `repr(C)` around 16 f32 with no padding (size 64 = 16 · 4), so
         // the vector is `16 · lines.len() >= len` initialised, exclusively borrowed f32.
         unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<f32>(), self.len) }
+    }
+}
+
+impl Drop for PackBuf {
+    fn drop(&mut self) {
+        let lines = std::mem::take(&mut self.lines);
+        if lines.capacity() == 0 || lines.len() > STOCK_MAX_LINES {
+            return;
+        }
+        // Ignored failures only mean the buffer is freed instead of kept.
+        let _ = STOCK.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < STOCK_BUFFERS {
+                    s.push(lines);
+                }
+            }
+        });
     }
 }
 
@@ -272,5 +316,24 @@ mod tests {
         let s = b.as_mut_slice();
         assert_eq!(s.len(), 37);
         assert_eq!(s.as_ptr() as usize % 64, 0);
+    }
+
+    #[test]
+    fn pack_bufs_are_reused_and_grown() {
+        let first = {
+            let mut b = PackBuf::new(100);
+            b.as_mut_slice().fill(1.0);
+            b.as_mut_slice().as_ptr()
+        };
+        // The stock hands the same memory back, with its old contents.
+        let mut again = PackBuf::new(50);
+        assert_eq!(again.as_mut_slice().as_ptr(), first);
+        assert!(again.as_mut_slice().iter().all(|&v| v == 1.0));
+        // A buffer taken while another is out, and one bigger than the stock holds.
+        let mut other = PackBuf::new(5000);
+        assert_eq!(other.as_mut_slice().len(), 5000);
+        assert_eq!(other.as_mut_slice().as_ptr() as usize % 64, 0);
+        let mut huge = PackBuf::new(STOCK_MAX_LINES * 16 + 1);
+        assert_eq!(huge.as_mut_slice().len(), STOCK_MAX_LINES * 16 + 1);
     }
 }

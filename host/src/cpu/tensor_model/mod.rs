@@ -40,7 +40,7 @@ mod x86;
 
 use super::epilogue::{self, Dest};
 use super::kernel::{Isa, Tile, MR, NR};
-use super::threads::{each_chunk, each_small, pieces};
+use super::threads::{each_chunk, each_small, helpers, pieces};
 use crate::types::{Gemm, GemmPointers};
 use kernel::Simd;
 use pack::{BStep, StepOperand, STEP_K};
@@ -90,14 +90,15 @@ unsafe fn gemm_with(simd: Simd, isa: Isa, g: &Gemm, p: &GemmPointers, bias: Opti
         bias,
     };
     let macs = g.m.saturating_mul(g.n).saturating_mul(g.k.max(1));
-    if macs < PARALLEL_MIN_MACS && g.batch > 1 {
+    let parallel = macs >= PARALLEL_MIN_MACS && helpers();
+    if !parallel && g.batch > 1 {
         // SAFETY: entry b reads and writes only its own validated spans, and validation
         // guarantees distinct entries write disjoint parts of C.
         each_small(g.batch, |b| unsafe { run(&entry(b), false) });
     } else {
         for b in 0..g.batch {
             // SAFETY: as above, one entry at a time.
-            unsafe { run(&entry(b), macs >= PARALLEL_MIN_MACS) };
+            unsafe { run(&entry(b), parallel) };
         }
     }
 }
@@ -169,6 +170,7 @@ unsafe fn run(e: &Entry<'_>, parallel: bool) {
                         // SAFETY: columns j0 + j .. j0 + min(j + panels · NR, nch) are inside B.
                         unsafe {
                             pack::panels(
+                                e.simd,
                                 e.format,
                                 &e.b,
                                 j0 + j,

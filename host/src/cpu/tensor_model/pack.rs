@@ -12,6 +12,7 @@
 use crate::types::{Gemm, GemmPointers, Layout};
 
 use super::super::kernel::NR;
+use super::kernel::Simd;
 use super::step::{Dec, Format};
 
 /// K of one step (the MMA instruction's K).
@@ -143,7 +144,9 @@ pub(super) unsafe fn lanes(
 ///
 /// # Safety
 /// As for [`lanes`]; `dst.len() == ⌈lanes / NR⌉ · ns`.
+#[allow(clippy::too_many_arguments)] // the block's place and size, as for `lanes`
 pub(super) unsafe fn panels(
+    simd: Simd,
     format: Format,
     src: &StepOperand,
     lane0: usize,
@@ -152,11 +155,33 @@ pub(super) unsafe fn panels(
     ns: usize,
     dst: &mut [BStep],
 ) {
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = simd; // only x86 has a vector decoder
     for (q, panel) in dst.chunks_exact_mut(ns.max(1)).enumerate() {
         let count = NR.min(lanes - q * NR);
         for (s, d) in panel.iter_mut().enumerate() {
-            *d = BStep::ZERO;
-            for j in 0..count {
+            // Every lane of a whole panel is written below; a partial one keeps zeros in
+            // the rest.
+            if count < NR {
+                *d = BStep::ZERO;
+            } else {
+                d.special = false;
+            }
+            let mut from = 0;
+            #[cfg(target_arch = "x86_64")]
+            if simd == Simd::Avx2 && (s0 + s + 1) * STEP_K <= src.k {
+                // Whole groups of 8 lanes of a step that lies inside K: decoded 8 at a
+                // time, which a column-major B (F.linear's weight) otherwise spends more
+                // time on than the kernel on the steps.
+                while from + 8 <= count {
+                    let lane = lane0 + q * NR + from;
+                    // SAFETY: Avx2 was detected; lanes lane .. lane + 8 <= lane0 + lanes
+                    // are inside the matrix and the step lies inside K (checked above).
+                    d.special |= unsafe { step8(format, src, lane, s0 + s, d, from) };
+                    from += 8;
+                }
+            }
+            for j in from..count {
                 // SAFETY: lane lane0 + q · NR + j < lane0 + lanes is inside the matrix.
                 let v = unsafe { src.step(format, lane0 + q * NR + j, s0 + s) };
                 for (t, x) in v.iter().enumerate() {
@@ -166,5 +191,76 @@ pub(super) unsafe fn panels(
                 }
             }
         }
+    }
+}
+
+/// Step `s` of lanes `lane .. lane + 8`, decoded into lanes `j .. j + 8` of `d`; returns
+/// whether any of them is NaN or infinite. A k-contiguous operand is read as two 8 × 8
+/// blocks (lanes × depths) transposed in registers, any other one depth by depth.
+///
+/// # Safety
+/// The CPU supports AVX2; the 8 lanes are inside the matrix, every depth of the step is
+/// below K (so inside the validated span), and `j + 8 <= NR`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn step8(
+    format: Format,
+    src: &StepOperand,
+    lane: usize,
+    s: usize,
+    d: &mut BStep,
+    j: usize,
+) -> bool {
+    use super::x86::decode8;
+    use core::arch::x86_64::{
+        __m128i, _mm256_castps_si256, _mm256_castsi256_ps, _mm256_cvtepu16_epi32,
+        _mm256_movemask_epi8, _mm256_or_si256, _mm256_setzero_si256, _mm256_storeu_si256,
+        _mm_loadu_si128,
+    };
+    let k0 = s * STEP_K;
+    let at = |l: usize, k: usize| {
+        src.base
+            .wrapping_add(l * src.lane_stride + k * src.k_stride)
+    };
+    // SAFETY: AVX2 by the contract. The loads read 8 u16 of one lane (k_stride 1: depths
+    // k0 + 8h .. + 8) or of one depth (lane_stride 1: lanes lane .. lane + 8), all inside
+    // the span by the contract; the stores write lanes j .. j + 8 <= NR of one depth row of
+    // `d.sig` and `d.exp`.
+    unsafe {
+        let mut special = _mm256_setzero_si256();
+        let mut put = |t: usize, bits| {
+            let (sig, exp, sp) = decode8(format, bits);
+            _mm256_storeu_si256(d.sig[t].as_mut_ptr().add(j).cast(), sig);
+            _mm256_storeu_si256(d.exp[t].as_mut_ptr().add(j).cast(), exp);
+            special = _mm256_or_si256(special, sp);
+        };
+        if src.k_stride == 1 {
+            for h in 0..STEP_K / 8 {
+                let mut m = std::array::from_fn(|i| {
+                    let row = _mm_loadu_si128(at(lane + i, k0 + 8 * h) as *const __m128i);
+                    _mm256_castsi256_ps(_mm256_cvtepu16_epi32(row))
+                });
+                crate::cpu::pack::transpose8x8(&mut m);
+                for (t, &v) in m.iter().enumerate() {
+                    put(8 * h + t, _mm256_castps_si256(v));
+                }
+            }
+        } else if src.lane_stride == 1 {
+            for t in 0..STEP_K {
+                put(
+                    t,
+                    _mm256_cvtepu16_epi32(_mm_loadu_si128(at(lane, k0 + t) as *const __m128i)),
+                );
+            }
+        } else {
+            for t in 0..STEP_K {
+                let bits: [u16; 8] = std::array::from_fn(|i| at(lane + i, k0 + t).read_unaligned());
+                put(
+                    t,
+                    _mm256_cvtepu16_epi32(_mm_loadu_si128(bits.as_ptr() as *const __m128i)),
+                );
+            }
+        }
+        _mm256_movemask_epi8(special) != 0
     }
 }

@@ -701,6 +701,33 @@ fn decoding_is_exact_for_every_pattern() {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_vector_decoder_is_decode_for_every_pattern() {
+    use core::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
+    if !is_x86_feature_detected!("avx2") {
+        return;
+    }
+    for format in [Format::Bf16, Format::F16] {
+        for chunk in (0..=u16::MAX as u32).collect::<Vec<_>>().chunks(8) {
+            let (mut sig, mut exp, mut special) = ([0i32; 8], [0i32; 8], [0i32; 8]);
+            // SAFETY: AVX2 was detected; each array holds the 8 lanes loaded or stored.
+            unsafe {
+                let bits = _mm256_loadu_si256(chunk.as_ptr() as *const __m256i);
+                let (s, e, sp) = super::x86::decode8(format, bits);
+                _mm256_storeu_si256(sig.as_mut_ptr() as *mut __m256i, s);
+                _mm256_storeu_si256(exp.as_mut_ptr() as *mut __m256i, e);
+                _mm256_storeu_si256(special.as_mut_ptr() as *mut __m256i, sp);
+            }
+            for (i, &b) in chunk.iter().enumerate() {
+                let d = format.decode(b as u16);
+                assert_eq!((sig[i], exp[i]), (d.sig, d.exp), "{format:?} {b:#06x}");
+                assert_eq!(special[i] != 0, d.is_special(), "{format:?} {b:#06x}");
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The vector kernel against the step
 
