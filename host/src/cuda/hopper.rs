@@ -140,14 +140,15 @@ pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
 }
 
 /// Where the 32-column decode tiles run (`SGEMM_BI_SKINNY`, read once per device: `off`,
-/// `all`, else the default), for measurements.
+/// `small`, else the default), for measurements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SkinnyUse {
     /// Never: every narrow tile height is 64 columns wide.
     Off,
-    /// Tiles of fewer than 64 rows (M ≤ 32 with A K-contiguous).
-    Auto,
-    /// Every narrow tile height, 64 rows included.
+    /// Tiles of fewer than 64 rows only (M ≤ 32 with A K-contiguous).
+    Small,
+    /// Every narrow tile height, 64 rows included (the default: on the H200, 64 × 4096 ×
+    /// 4096 went from 0.90× to 0.98× of cuBLAS with it, docs/perf-notes.md).
     All,
 }
 
@@ -155,8 +156,8 @@ impl SkinnyUse {
     fn from_env() -> Self {
         match std::env::var("SGEMM_BI_SKINNY").as_deref() {
             Ok("off") | Ok("0") => SkinnyUse::Off,
-            Ok("all") => SkinnyUse::All,
-            _ => SkinnyUse::Auto,
+            Ok("small") => SkinnyUse::Small,
+            _ => SkinnyUse::All,
         }
     }
 }
@@ -164,13 +165,13 @@ impl SkinnyUse {
 /// The width of the narrow (decode) tiles of `bm` rows: 64 columns, or 32 when B is
 /// K-contiguous and 64-column tiles would leave more than half the SMs idle (N = 4096 at
 /// M ≤ 64: 64 tiles on 132 SMs). Decode is bound by streaming B (docs/perf-notes.md,
-/// "Decode: 32-column tiles"): twice the blocks, each streaming half the columns. With
-/// 64-row tiles each block also reads all of A, twice as often with twice the blocks: only
-/// where `skinny` says.
+/// "Decode: 32-column tiles"): twice the blocks, each streaming half the columns. (With
+/// 64-row tiles each block also reads all of A, so twice the blocks read A twice as often;
+/// measured, that still gains.)
 pub(crate) fn skinny_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
     let wanted = match skinny {
         SkinnyUse::Off => false,
-        SkinnyUse::Auto => bm < WG_M,
+        SkinnyUse::Small => bm < WG_M,
         SkinnyUse::All => true,
     };
     let tiles = g.m.div_ceil(bm as usize) * g.n.div_ceil(NARROW_BN as usize) * g.batch;
@@ -665,7 +666,7 @@ mod tests {
                                     if can_implement(&g, 0, 0, 0).is_err() {
                                         continue;
                                     }
-                                    for skinny in [SkinnyUse::Off, SkinnyUse::Auto, SkinnyUse::All]
+                                    for skinny in [SkinnyUse::Off, SkinnyUse::Small, SkinnyUse::All]
                                     {
                                         let plan = plan(&g, (0, 0, 0), sms, use_, skinny)
                                             .unwrap_or_else(|e| panic!("{m}×{n} {layouts:?}: {e}"));
@@ -786,7 +787,7 @@ mod tests {
                     for sms in [1, 132] {
                         let g = gemm(m, n, 64, layouts);
                         let bm = tile_m(&g, sms);
-                        let bn = tile_n(&g, bm, sms, SkinnyUse::Auto);
+                        let bn = tile_n(&g, bm, sms, SkinnyUse::All);
                         assert!(BN_CHOICES.contains(&bn), "{m}×{n} {layouts:?}: BN {bn}");
                         assert!(BM_CHOICES.contains(&bm), "{m}×{n} {layouts:?}: BM {bm}");
                         assert!(narrow_built(bm, layouts.0));
@@ -795,7 +796,7 @@ mod tests {
                     }
                 }
             }
-            let w = |m, k, n| tile_n(&gemm(m, n, k, layouts), BM, 132, SkinnyUse::Auto);
+            let w = |m, k, n| tile_n(&gemm(m, n, k, layouts), BM, 132, SkinnyUse::All);
             // Training shapes: whole rounds of the widest tiles.
             assert_eq!(w(16384, 4096, 4096), 256);
             assert_eq!(w(4096, 4096, 4096), 256);
@@ -842,8 +843,8 @@ mod tests {
             "sgemm_bi_hopper_f16_rr_n64_m8"
         );
         // B N-contiguous (rr): 64 columns. B K-contiguous (torch's weight): 32 columns
-        // where 64 would leave half the SMs idle, for tiles of fewer than 64 rows (all
-        // narrow heights with `All`; none with `Off`).
+        // where 64 would leave half the SMs idle, on every narrow height (`All`), on those
+        // below 64 rows (`Small`), or none (`Off`).
         let rc = (Layout::RowMajor, Layout::ColMajor);
         let width = |m, n, layouts, skinny| {
             let g = gemm(m, n, 4096, layouts);
@@ -852,8 +853,8 @@ mod tests {
         for m in [1, 64, 128] {
             assert_eq!(width(m, 4096, rr, SkinnyUse::All), NARROW_BN);
         }
-        for (m, auto, all) in [(1, 32, 32), (32, 32, 32), (33, 64, 32), (64, 64, 32)] {
-            assert_eq!(width(m, 4096, rc, SkinnyUse::Auto), auto, "M = {m}");
+        for (m, small, all) in [(1, 32, 32), (32, 32, 32), (33, 64, 32), (64, 64, 32)] {
+            assert_eq!(width(m, 4096, rc, SkinnyUse::Small), small, "M = {m}");
             assert_eq!(width(m, 4096, rc, SkinnyUse::All), all, "M = {m}");
             assert_eq!(width(m, 4096, rc, SkinnyUse::Off), NARROW_BN);
             // 224 tiles of 64 columns already fill the GPU.
