@@ -152,6 +152,24 @@ fn row_calls(t: Target) -> Vec<Big> {
         for dtype in [DType::BF16, DType::F16] {
             v.push(Big::new(dtype, (ROW, ROW), (300, 200, 517)).out(f32_out));
         }
+        // B K-contiguous (torch's `[out, in]` weight; K a multiple of 8, so the copy engine
+        // takes it): on the Hopper path slices of up to 64 rows run the 32-column decode
+        // tiles, which store from registers (16-bit and f32 C, bias), the big call 128-row
+        // tiles.
+        let bf16_out = OutputMode::Overwrite(DType::BF16);
+        for (dtype, la, k, out) in [
+            (DType::BF16, ROW, 256usize, bf16_out),
+            (DType::F16, ROW, 520, f32_out),
+            (DType::BF16, COL, 136, bf16_out),
+        ] {
+            let pad = if la == COL { 4 } else { 0 };
+            v.push(
+                Big::new(dtype, (la, COL), (300, 200, k))
+                    .pad(pad, 0)
+                    .bias(DType::F32)
+                    .out(out),
+            );
+        }
     }
     v
 }
