@@ -280,33 +280,40 @@ fn no_hopper_barrier_is_duplicated() {
     assert_eq!(entries, 102, "Hopper entry points (86 dense, 16 grouped)");
 }
 
+/// Asserts that the portable module holds exactly the entries `names` of the family whose
+/// names start with `prefix` (a name on one side only would fail at the first call on a GPU,
+/// never in CI), each with the launch bound of its `threads`-thread blocks.
+fn portable_family_is_complete(prefix: &str, names: &[String], threads: u32) {
+    let ptx = kernels::ptx_text(&KERNELS.sm80);
+    for name in names {
+        let body = ptx
+            .split(&format!(".visible .entry {name}("))
+            .nth(1)
+            .unwrap_or_else(|| panic!("{name} is not in the sm80 module"));
+        let head = body.split('{').next().unwrap_or("");
+        assert!(
+            head.contains(&format!(".maxntid {threads}, 1, 1")),
+            "{name}: no {threads}-thread launch bound"
+        );
+    }
+    let all = ptx.matches(&format!(".visible .entry {prefix}")).count();
+    assert_eq!(all, names.len(), "{prefix} entries the planner cannot name");
+}
+
 /// The portable module holds every few-row scalar entry the planner can name
 /// (`host/src/cuda/scalar.rs`: `sgemm_bi_scalar_rows_<dtype>_<B layout>_m<rows>`, rows 4,
-/// 16, 32 and 64), and each gets the launch bounds of its 128-thread blocks: a name on one
-/// side only would fail at the first decode call on a GPU, never in CI.
+/// 16, 32 and 64), and each gets the launch bounds of its 128-thread blocks.
 #[test]
 fn every_few_row_entry_is_in_the_portable_module() {
-    let ptx = kernels::ptx_text(&KERNELS.sm80);
-    let mut found = 0;
+    let mut names = Vec::new();
     for dtype in ["f32", "bf16", "f16"] {
         for b in ["r", "c"] {
             for rows in [4, 16, 32, 64] {
-                let name = format!("sgemm_bi_scalar_rows_{dtype}_{b}_m{rows}");
-                let body = ptx
-                    .split(&format!(".visible .entry {name}("))
-                    .nth(1)
-                    .unwrap_or_else(|| panic!("{name} is not in the sm80 module"));
-                let head = body.split('{').next().unwrap_or("");
-                assert!(
-                    head.contains(".maxntid 128, 1, 1"),
-                    "{name}: no 128-thread launch bound"
-                );
-                found += 1;
+                names.push(format!("sgemm_bi_scalar_rows_{dtype}_{b}_m{rows}"));
             }
         }
     }
-    let all = ptx.matches(".visible .entry sgemm_bi_scalar_rows_").count();
-    assert_eq!(all, found, "few-row entries the planner cannot name");
+    portable_family_is_complete("sgemm_bi_scalar_rows_", &names, 128);
 }
 
 /// The portable module holds every scalar grouped entry the planner can name
@@ -314,25 +321,11 @@ fn every_few_row_entry_is_in_the_portable_module() {
 /// the launch bounds of its 256-thread blocks, and none other.
 #[test]
 fn every_scalar_grouped_entry_is_in_the_portable_module() {
-    let ptx = kernels::ptx_text(&KERNELS.sm80);
-    let mut found = 0;
+    let mut names = Vec::new();
     for dtype in ["f32", "bf16", "f16"] {
         for b in ["r", "c"] {
-            let name = format!("sgemm_bi_scalar_grouped_{dtype}_{b}");
-            let body = ptx
-                .split(&format!(".visible .entry {name}("))
-                .nth(1)
-                .unwrap_or_else(|| panic!("{name} is not in the sm80 module"));
-            let head = body.split('{').next().unwrap_or("");
-            assert!(
-                head.contains(".maxntid 256, 1, 1"),
-                "{name}: no 256-thread launch bound"
-            );
-            found += 1;
+            names.push(format!("sgemm_bi_scalar_grouped_{dtype}_{b}"));
         }
     }
-    let all = ptx
-        .matches(".visible .entry sgemm_bi_scalar_grouped_")
-        .count();
-    assert_eq!(all, found, "scalar grouped entries the planner cannot name");
+    portable_family_is_complete("sgemm_bi_scalar_grouped_", &names, 256);
 }
