@@ -443,6 +443,49 @@ fn every_distribution_layout_and_k_tail_matches_the_model() {
     tally.report(&gpu, "distributions × layouts × K tails");
 }
 
+/// Decode calls (M ≤ 16 rows, A and B K-contiguous: torch's `x @ W.T`) in every
+/// distribution and output mode: the narrow tiles of 8 and 16 rows, at the decode widths
+/// (16, 32 and 48 columns, stored from registers) and 64, K tails of one to three steps, a
+/// partial last tile of columns.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn decode_calls_match_the_model() {
+    let Some(gpu) = gpu_engine() else { return };
+    let (cpu, stream) = (cpu(), RawStream::new());
+    let mut rng = Rng::new(0x7c_5007);
+    let mut tally = Tally::default();
+    for dtype in DTYPES {
+        for dist in DISTS {
+            for (m, n, k) in [
+                (1, 200, 64),
+                (3, 136, 520),
+                (8, 2056, 1000),
+                (9, 64, 88),
+                (16, 312, 4104),
+            ] {
+                for mode in [
+                    OutputMode::Overwrite(DType::F32),
+                    OutputMode::Overwrite(dtype),
+                    OutputMode::AccumulateF32,
+                ] {
+                    let mut g = plain(m, n, k, dtype, Layout::RowMajor, Layout::ColMajor);
+                    g.c.mode = mode;
+                    let p = problem(g, dist, &mut rng);
+                    run(
+                        &gpu,
+                        &cpu,
+                        &stream,
+                        &p,
+                        &mut tally,
+                        &format!("{dtype} {dist:?} decode"),
+                    );
+                }
+            }
+        }
+    }
+    tally.report(&gpu, "decode calls");
+}
+
 /// Hundreds of k16 steps (up to 1,300), with tails, in every distribution: the chaining of
 /// steps, where the accumulator's exponent rises above the products'.
 #[test]

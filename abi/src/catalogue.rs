@@ -540,7 +540,18 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_bf16_rc_n64_m8 Bf16, true, true, 8, 64, 1, Cooperative;
                     sgemm_bi_hopper_f16_rr_n64_m8 F16, true, false, 8, 64, 1, Cooperative;
                     sgemm_bi_hopper_f16_rc_n64_m8 F16, true, true, 8, 64, 1, Cooperative;
-                    // Decode tiles of 32 columns (`hopper::SKINNY_BN`), B K-contiguous only.
+                    // Decode tiles of 48, 32 and 16 columns (`hopper::DECODE_BN`), B
+                    // K-contiguous only.
+                    sgemm_bi_hopper_bf16_rc_n48_m64 Bf16, true, true, 64, 48, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n48_m64 Bf16, false, true, 64, 48, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n48_m64 F16, true, true, 64, 48, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n48_m64 F16, false, true, 64, 48, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n48_m32 Bf16, true, true, 32, 48, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n48_m32 F16, true, true, 32, 48, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n48_m16 Bf16, true, true, 16, 48, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n48_m16 F16, true, true, 16, 48, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n48_m8 Bf16, true, true, 8, 48, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n48_m8 F16, true, true, 8, 48, 1, Cooperative;
                     sgemm_bi_hopper_bf16_rc_n32_m64 Bf16, true, true, 64, 32, 1, Cooperative;
                     sgemm_bi_hopper_bf16_cc_n32_m64 Bf16, false, true, 64, 32, 1, Cooperative;
                     sgemm_bi_hopper_f16_rc_n32_m64 F16, true, true, 64, 32, 1, Cooperative;
@@ -551,6 +562,16 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_f16_rc_n32_m16 F16, true, true, 16, 32, 1, Cooperative;
                     sgemm_bi_hopper_bf16_rc_n32_m8 Bf16, true, true, 8, 32, 1, Cooperative;
                     sgemm_bi_hopper_f16_rc_n32_m8 F16, true, true, 8, 32, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n16_m64 Bf16, true, true, 64, 16, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n16_m64 Bf16, false, true, 64, 16, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n16_m64 F16, true, true, 64, 16, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n16_m64 F16, false, true, 64, 16, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n16_m32 Bf16, true, true, 32, 16, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n16_m32 F16, true, true, 32, 16, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n16_m16 Bf16, true, true, 16, 16, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n16_m16 F16, true, true, 16, 16, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n16_m8 Bf16, true, true, 8, 16, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n16_m8 F16, true, true, 8, 16, 1, Cooperative;
                     // Ping-pong consumers (`hopper::pingpong`): (128, 128) tiles, one per
                     // consumer warpgroup.
                     sgemm_bi_hopper_bf16_rr_n128_pp Bf16, true, false, 128, 128, 1, PingPong;

@@ -16,14 +16,15 @@ pub const BM: u32 = 128;
 pub const BM_CHOICES: [u32; 5] = [BM, 64, 32, 16, 8];
 /// The tile width built for the narrow tile heights (`BM_CHOICES[1..]`) with every layout.
 pub const NARROW_BN: u32 = 64;
-/// The second width of the narrow tile heights, built only for a K-contiguous B (torch's
-/// `[out, in]` weight; an N-contiguous B comes in boxes of 64 columns): where N alone gives
-/// fewer 64-column tiles than half the SMs (N = 4096: 64 tiles on 132 SMs), 32-column tiles
-/// put twice the blocks to streaming the weight, each half as much of it.
-pub const SKINNY_BN: u32 = 32;
+/// The decode widths of the narrow tile heights, built only for a K-contiguous B (torch's
+/// `[out, in]` weight; an N-contiguous B comes in boxes of 64 columns): at decode the GPU is
+/// fed by streaming B, and N alone sets how many blocks stream it. Narrower tiles put more
+/// blocks to it, each streaming less: N = 4096 gives 64 tiles of 64 columns on 132 SMs but
+/// 128 of 32; N = 2048, 128 of 16; N = 5632, 118 of 48 (the host's `narrow_width` picks).
+pub const DECODE_BN: [u32; 3] = [48, 32, 16];
 /// The block tile widths (output columns) the kernels are instantiated for; the host picks
 /// one by M, N and the SM count. Each is the N of the one `wgmma.m64nNk16` per k16 step.
-pub const BN_CHOICES: [u32; 5] = [256, 192, 128, 64, SKINNY_BN];
+pub const BN_CHOICES: [u32; 7] = [256, 192, 128, 64, DECODE_BN[0], DECODE_BN[1], DECODE_BN[2]];
 /// K per pipeline stage: 64 16-bit elements = 128 bytes, one 128B-swizzle row.
 pub const BK: u32 = 64;
 /// K of one `wgmma.m64nNk16`: the step of the reduction (the contract's unit, as mma.sync's).
@@ -97,7 +98,7 @@ pub const fn stage_bytes(bn: u32, bm: u32) -> u32 {
 /// Distance between stages of a (bm, bn) tile: the stage's bytes, but never fewer than the
 /// 64 rows of A a wgmma reads from a tile of fewer rows (`BM_CHOICES`): the rows past `bm`
 /// then read this stage's B tile and padding, never the next stage, which the copy engine
-/// may be writing. Only (bm < 64, SKINNY_BN) tiles are padded.
+/// may be writing. Only tiles of fewer than 64 rows and a `DECODE_BN` width are padded.
 #[inline]
 pub const fn stage_pitch(bn: u32, bm: u32) -> u32 {
     let bytes = stage_bytes(bn, bm);
@@ -138,11 +139,15 @@ const _: () = {
     let mut i = 0;
     while i < BN_CHOICES.len() {
         let bn = BN_CHOICES[i];
+        let decode = bn == DECODE_BN[0] || bn == DECODE_BN[1] || bn == DECODE_BN[2];
         assert!(
-            (bn % SWIZZLE_ELEMS == 0 || bn == SKINNY_BN) && bn <= 256,
+            (bn % SWIZZLE_ELEMS == 0 || decode) && bn <= 256,
             "B tiles are whole boxes (or K-contiguous rows) and one wgmma wide"
         );
-        assert!(bn % 32 == 0, "the epilogue walks groups of four n8 blocks");
+        assert!(
+            bn % 16 == 0,
+            "whole swizzle atoms of K-contiguous rows, and pairs of n8 blocks"
+        );
         let mut j = 0;
         while j < BM_CHOICES.len() {
             let bm = BM_CHOICES[j];
@@ -166,10 +171,19 @@ const _: () = {
     let mut j = 1;
     while j < BM_CHOICES.len() {
         assert!(
-            stage_pitch(NARROW_BN, BM_CHOICES[j]) == stage_bytes(NARROW_BN, BM_CHOICES[j])
-                && stage_pitch(SKINNY_BN, BM_CHOICES[j]) >= WG_M * BK * 2,
-            "the 64 rows a wgmma reads from a narrow A tile lie inside its stage"
+            stage_pitch(NARROW_BN, BM_CHOICES[j]) == stage_bytes(NARROW_BN, BM_CHOICES[j]),
+            "64-column narrow tiles need no padding"
         );
+        let mut d = 0;
+        while d < DECODE_BN.len() {
+            assert!(
+                stage_pitch(DECODE_BN[d], BM_CHOICES[j]) >= WG_M * BK * 2
+                    && a_bytes(BM_CHOICES[j]) % 1024 == 0,
+                "the 64 rows a wgmma reads from a narrow A tile lie inside its stage, and its \
+                 B tile starts on a swizzle atom"
+            );
+            d += 1;
+        }
         j += 1;
     }
 };

@@ -182,8 +182,8 @@ impl MmaElement for F16 {
 }
 
 /// A 16-bit input the Hopper path multiplies: one `wgmma.m64nNk16` step with f32
-/// accumulators (`crate::hopper`), N = `BN` (32, 64, 128, 192 or 256), operands through shared-memory
-/// descriptors, transpose immediates `TA`, `TB` (`arch::wgmma`).
+/// accumulators (`crate::hopper`), N = `BN` (16, 32, 48, 64, 128, 192 or 256), operands
+/// through shared-memory descriptors, transpose immediates `TA`, `TB` (`arch::wgmma`).
 #[cfg(sgemm_bi_sm90a)]
 pub trait WgmmaElement: Copy {
     /// `d[0..BN/2] += A · B` for one 64 × BN tile and 16 k.
@@ -210,7 +210,7 @@ pub trait WgmmaElement: Copy {
 
 #[cfg(sgemm_bi_sm90a)]
 macro_rules! wgmma_element {
-    ($t:ty, $n256:ident, $n192:ident, $n128:ident, $n64:ident, $n32:ident) => {
+    ($t:ty, $n256:ident, $n192:ident, $n128:ident, $n64:ident, $n48:ident, $n32:ident, $n16:ident) => {
         impl WgmmaElement for $t {
             #[inline(always)]
             unsafe fn wgmma<const TA: u32, const TB: u32, const BN: u32>(
@@ -218,7 +218,7 @@ macro_rules! wgmma_element {
                 a: u64,
                 b: u64,
             ) {
-                use crate::arch::wgmma::{$n128, $n192, $n256, $n32, $n64};
+                use crate::arch::wgmma::{$n128, $n16, $n192, $n256, $n32, $n48, $n64};
                 // SAFETY: forwarded contract.
                 unsafe {
                     match BN {
@@ -226,7 +226,9 @@ macro_rules! wgmma_element {
                         192 => $n192::<TA, TB>(d, a, b),
                         128 => $n128::<TA, TB, 0>(d, a, b),
                         64 => $n64::<TA, TB>(d, a, b),
-                        _ => $n32::<TA, TB>(d, a, b),
+                        48 => $n48::<TA, TB>(d, a, b),
+                        32 => $n32::<TA, TB>(d, a, b),
+                        _ => $n16::<TA, TB>(d, a, b),
                     }
                 }
             }
@@ -252,7 +254,9 @@ wgmma_element!(
     wgmma_m64n192k16_f32_bf16,
     wgmma_m64n128k16_f32_bf16,
     wgmma_m64n64k16_f32_bf16,
-    wgmma_m64n32k16_f32_bf16
+    wgmma_m64n48k16_f32_bf16,
+    wgmma_m64n32k16_f32_bf16,
+    wgmma_m64n16k16_f32_bf16
 );
 #[cfg(sgemm_bi_sm90a)]
 wgmma_element!(
@@ -261,5 +265,7 @@ wgmma_element!(
     wgmma_m64n192k16_f32_f16,
     wgmma_m64n128k16_f32_f16,
     wgmma_m64n64k16_f32_f16,
-    wgmma_m64n32k16_f32_f16
+    wgmma_m64n48k16_f32_f16,
+    wgmma_m64n32k16_f32_f16,
+    wgmma_m64n16k16_f32_f16
 );

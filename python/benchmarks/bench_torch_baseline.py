@@ -25,6 +25,7 @@ stops the run. The full run takes about 70 s on an H200.
     SGEMM_BI_LIB=$PWD/.gpu/lib/libsgemm_bi.so python3 python/benchmarks/bench_torch_baseline.py
     ... --quick                      # one shape of each kind, few samples (a smoke run)
     ... --method cold --shapes decode --csv rows.csv
+    ... --method cold --shapes llama  # the decode projections of bench_llama.py's models
 
 Floors: FLOPs over 989e12 (H200 dense bf16/f16) and bytes of A + B + C over 4.8e12 B/s
 (H200 HBM3e); ``--peak-flops`` / ``--peak-bw`` change them for other GPUs. Exits 2 without
@@ -114,8 +115,13 @@ def all_cases() -> dict[str, list[Case]]:
            Case("fwd", 8192, 8192, 8192)]
     decode = [Case("fwd", m, 4096, n) for n in (4096, 14336) for m in (1, 8, 64, 128, 256)]
     layers = [(16384, 4096, 4096), (16384, 14336, 4096)]
+    # The projections of bench_llama.py's two models (hidden, q/o, k/v with grouped heads,
+    # gate/up, down, the vocabulary head) at decode batch 1 and 8.
+    llama = [Case("fwd", m, k, n) for m in (1, 8)
+             for k, n in ((1024, 1024), (1024, 512), (1024, 2816), (2816, 1024), (1024, 32000),
+                          (2048, 2048), (2048, 256), (2048, 5632), (5632, 2048), (2048, 32000))]
     return {"train": fwd, "decode": decode, "dW": [Case("dW", *s) for s in layers],
-            "dX": [Case("dX", *s) for s in layers]}
+            "dX": [Case("dX", *s) for s in layers], "llama": llama}
 
 
 def commit() -> str:
@@ -303,8 +309,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="one shape of each kind, few samples: checks the script runs")
     p.add_argument("--method", choices=["warm", "cold", "both"], default="both")
-    p.add_argument("--shapes", choices=["decode", "train", "all"], default="all",
-                   help="train: the large forward shapes, dW and dX; decode: M <= 256")
+    p.add_argument("--shapes", choices=["decode", "train", "llama", "all"], default="all",
+                   help="train: the large forward shapes, dW and dX; decode: M <= 256; "
+                        "llama: the decode projections of bench_llama.py's models")
     p.add_argument("--csv", metavar="PATH", help="also write every row to this CSV file")
     p.add_argument("--samples", type=int, default=None, help="samples per row (default 40)")
     p.add_argument("--calls", type=int, default=None,
@@ -323,7 +330,7 @@ def main() -> None:
     args = parse_args()
     require_gpu()
     groups = all_cases()
-    kinds = {"decode": ["decode"], "train": ["train", "dW", "dX"],
+    kinds = {"decode": ["decode"], "train": ["train", "dW", "dX"], "llama": ["llama"],
              "all": ["train", "decode", "dW", "dX"]}[args.shapes]
     cases = [c for kind in kinds for c in (groups[kind][:1] if args.quick else groups[kind])]
     methods = ["warm", "cold"] if args.method == "both" else [args.method]

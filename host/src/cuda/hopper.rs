@@ -13,7 +13,7 @@ use cudarc::driver::sys;
 pub(crate) use sgemm_bi_abi::catalogue::Schedule;
 use sgemm_bi_abi::catalogue::{Element, Family, Kind, Module};
 use sgemm_bi_abi::hopper::{
-    BK, BM, BM_CHOICES, BN_CHOICES, EPILOGUE_PIECE_BYTES, NARROW_BN, SKINNY_BN, SWIZZLE_ELEMS, WG_M,
+    BK, BM, BM_CHOICES, BN_CHOICES, DECODE_BN, EPILOGUE_PIECE_BYTES, NARROW_BN, SWIZZLE_ELEMS, WG_M,
 };
 use sgemm_bi_abi::params::{HopperParams, TensorMap};
 
@@ -123,10 +123,10 @@ fn width_rate(bn: u32) -> f64 {
 /// time: rounds (`ceil(tiles / sms)`) × width / `width_rate`, the widest on a tie. So a
 /// shape whose wide tiles leave a second round half empty (2048 × 768 × 3072: 192 tiles of
 /// 256 on 132 SMs) takes narrower ones (256 tiles of 192: two full rounds). The narrow
-/// tile heights take [`skinny_width`]'s. Any choice gives the same bits.
+/// tile heights take [`narrow_width`]'s. Any choice gives the same bits.
 pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
     if bm != BM {
-        return skinny_width(g, bm, sms, skinny);
+        return narrow_width(g, bm, sms, skinny);
     }
     let cost = |bn: u32| {
         let tiles = g.m.div_ceil(BM as usize) * g.n.div_ceil(bn as usize) * g.batch;
@@ -139,8 +139,9 @@ pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
         .expect("tile widths are built")
 }
 
-/// Where the 32-column decode tiles run (`SGEMM_BI_SKINNY`, read once per device: `off`,
-/// `small`, else the default), for measurements.
+/// Where the decode widths (`DECODE_BN`: 48, 32 and 16 columns) run (`SGEMM_BI_SKINNY`, read
+/// once per device: `off`, `small`, a width of `BN_CHOICES` below 128, else the default),
+/// for measurements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SkinnyUse {
     /// Never: every narrow tile height is 64 columns wide.
@@ -148,38 +149,72 @@ pub(crate) enum SkinnyUse {
     /// Tiles of fewer than 64 rows only (M ≤ 32 with A K-contiguous).
     Small,
     /// Every narrow tile height, 64 rows included (the default: on the H200, 64 × 4096 ×
-    /// 4096 went from 0.90× to 0.98× of cuBLAS with it, docs/perf-notes.md).
+    /// 4096 went from 0.90× to 0.98× of cuBLAS with 32-column tiles, docs/perf-notes.md).
     All,
+    /// This width wherever B is K-contiguous, whatever it costs (a measurement's knob).
+    Width(u32),
 }
 
 impl SkinnyUse {
     fn from_env() -> Self {
+        let forced = |w: &str| {
+            let w: u32 = w.parse().ok()?;
+            (w == NARROW_BN || DECODE_BN.contains(&w)).then_some(SkinnyUse::Width(w))
+        };
         match std::env::var("SGEMM_BI_SKINNY").as_deref() {
             Ok("off") | Ok("0") => SkinnyUse::Off,
             Ok("small") => SkinnyUse::Small,
-            _ => SkinnyUse::All,
+            Ok(w) => forced(w).unwrap_or(SkinnyUse::All),
+            Err(_) => SkinnyUse::All,
         }
     }
 }
 
-/// The width of the narrow (decode) tiles of `bm` rows: 64 columns, or 32 when B is
-/// K-contiguous and 64-column tiles would leave more than half the SMs idle (N = 4096 at
-/// M ≤ 64: 64 tiles on 132 SMs). Decode is bound by streaming B (docs/perf-notes.md,
-/// "Decode: 32-column tiles"): twice the blocks, each streaming half the columns. (With
-/// 64-row tiles each block also reads all of A, so twice the blocks read A twice as often;
-/// measured, that still gains.)
-pub(crate) fn skinny_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
-    let wanted = match skinny {
+/// What a block spends on one tile besides streaming its operands, in bytes of the stream:
+/// the pipeline's first stages in flight before the first wgmma, the epilogue, the next
+/// tile's start. An estimate (about a microsecond of one SM's share of the H200's memory
+/// bandwidth), checked by the decode rows of the benchmarks, not measured per shape.
+const TILE_OVERHEAD_BYTES: usize = 64 * 1024;
+
+/// The width of the narrow (decode) tiles of `bm` rows: 64 columns, or with a K-contiguous B
+/// one of `DECODE_BN` too. Decode is bound by streaming B, each block its tiles' columns
+/// and their rows of A (docs/perf-notes.md, "Decode: 32-column tiles"), so the width whose
+/// busiest block streams the fewest bytes wins: rounds (`ceil(tiles / sms)`) × ((bm + bn) ×
+/// K × the element's bytes + [`TILE_OVERHEAD_BYTES`]), the widest on a tie. At K = 4096 on
+/// 132 SMs: N = 4096 takes 32 columns (128 tiles), N = 14336 keeps 64 (two rounds of 224
+/// tiles; narrower tiles need more rounds); at K = 2048, N = 5632 takes 48 (118 tiles), N =
+/// 2048 takes 16 (128 tiles).
+pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
+    if g.b.layout != Layout::ColMajor {
+        return NARROW_BN;
+    }
+    let decode = match skinny {
         SkinnyUse::Off => false,
         SkinnyUse::Small => bm < WG_M,
         SkinnyUse::All => true,
+        SkinnyUse::Width(w) => return w,
     };
-    let tiles = g.m.div_ceil(bm as usize) * g.n.div_ceil(NARROW_BN as usize) * g.batch;
-    if wanted && g.b.layout == Layout::ColMajor && 2 * tiles <= sms {
-        SKINNY_BN
-    } else {
-        NARROW_BN
+    if !decode {
+        return NARROW_BN;
     }
+    let streamed = |bn: u32| {
+        let tiles = g.m.div_ceil(bm as usize) * g.n.div_ceil(bn as usize) * g.batch;
+        let per_tile = (bm + bn) as usize * g.k * g.a.dtype.size() + TILE_OVERHEAD_BYTES;
+        tiles.div_ceil(sms.max(1)) * per_tile
+    };
+    // Widest first, and a narrower width only when strictly cheaper.
+    [NARROW_BN]
+        .into_iter()
+        .chain(DECODE_BN)
+        .fold((NARROW_BN, usize::MAX), |(best, cost), bn| {
+            let c = streamed(bn);
+            if c < cost {
+                (bn, c)
+            } else {
+                (best, cost)
+            }
+        })
+        .0
 }
 
 /// The tile width of the kernels built for clusters of two blocks.
@@ -435,7 +470,7 @@ pub(crate) struct HopperKernels {
     sms: usize,
     /// When the ping-pong kernels run (`SGEMM_BI_PINGPONG`).
     pingpong_use: PingPongUse,
-    /// Where the 32-column decode tiles run (`SGEMM_BI_SKINNY`).
+    /// Where the decode widths run (`SGEMM_BI_SKINNY`).
     skinny: SkinnyUse,
     /// Launch with programmatic stream serialization (see `launch`); off with
     /// `SGEMM_BI_DEPENDENT_LAUNCH=0`.
@@ -791,8 +826,12 @@ mod tests {
                         assert!(BN_CHOICES.contains(&bn), "{m}×{n} {layouts:?}: BN {bn}");
                         assert!(BM_CHOICES.contains(&bm), "{m}×{n} {layouts:?}: BM {bm}");
                         assert!(narrow_built(bm, layouts.0));
-                        assert!(bm == BM || bn == NARROW_BN || bn == SKINNY_BN);
-                        assert!(bm != BM || bn >= NARROW_BN, "wide tiles are never skinny");
+                        assert!(bm == BM || bn == NARROW_BN || DECODE_BN.contains(&bn));
+                        assert!(bm != BM || bn >= NARROW_BN, "tall tiles are never narrow");
+                        assert!(
+                            bn >= NARROW_BN || layouts.1 == Layout::ColMajor,
+                            "decode widths are built for a K-contiguous B only"
+                        );
                     }
                 }
             }
@@ -844,7 +883,8 @@ mod tests {
         );
         // B N-contiguous (rr): 64 columns. B K-contiguous (torch's weight): 32 columns
         // where 64 would leave half the SMs idle, on every narrow height (`All`), on those
-        // below 64 rows (`Small`), or none (`Off`).
+        // below 64 rows (`Small`), or none (`Off`); a forced width (`Width`) anywhere B is
+        // K-contiguous.
         let rc = (Layout::RowMajor, Layout::ColMajor);
         let width = |m, n, layouts, skinny| {
             let g = gemm(m, n, 4096, layouts);
@@ -865,6 +905,45 @@ mod tests {
         assert_eq!(
             entry_name(DType::BF16, rc, 8, 32, 1, Schedule::Cooperative),
             "sgemm_bi_hopper_bf16_rc_n32_m8"
+        );
+        assert_eq!(width(1, 14336, rc, SkinnyUse::Width(16)), 16);
+        assert_eq!(width(1, 14336, rr, SkinnyUse::Width(16)), NARROW_BN);
+    }
+
+    /// The decode widths of a Llama-architecture model with hidden size 2048 (K = 2048 but
+    /// for the down projection), on 132 SMs: the width whose busiest block streams least.
+    #[test]
+    fn decode_widths_fill_the_gpu() {
+        let rc = (Layout::RowMajor, Layout::ColMajor);
+        let width = |m, k, n| {
+            let g = gemm(m, n, k, rc);
+            tile_n(&g, tile_m(&g, 132), 132, SkinnyUse::All)
+        };
+        for m in [1, 8] {
+            // gate / up: 88 tiles of 64 columns, 118 of 48.
+            assert_eq!(width(m, 2048, 5632), 48, "M = {m}");
+            // q / o and down: 32 tiles of 64, 128 of 16.
+            assert_eq!(width(m, 2048, 2048), 16, "M = {m}");
+            assert_eq!(width(m, 5632, 2048), 16, "M = {m}");
+            // k / v (grouped heads): 16 tiles of 16.
+            assert_eq!(width(m, 2048, 256), 16, "M = {m}");
+            // The vocabulary head: 500 tiles of 64 take four rounds, any narrower more.
+            assert_eq!(width(m, 2048, 32000), NARROW_BN, "M = {m}");
+        }
+        assert_eq!(
+            entry_name(DType::F16, rc, 16, 48, 1, Schedule::Cooperative),
+            "sgemm_bi_hopper_f16_rc_n48_m16"
+        );
+        assert_eq!(
+            entry_name(
+                DType::BF16,
+                (Layout::ColMajor, Layout::ColMajor),
+                64,
+                16,
+                1,
+                Schedule::Cooperative
+            ),
+            "sgemm_bi_hopper_bf16_cc_n16_m64"
         );
     }
 

@@ -1038,6 +1038,106 @@ pub unsafe fn wgmma_m64n64k16_f32_f16<const TRANS_A: u32, const TRANS_B: u32>(
     };
 }
 
+/// `wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16`: `d[0..24] += A · B` for a 64 × 48
+/// tile and 16 k, A and B from shared memory (descriptors `a`, `b`).
+///
+/// # Safety
+/// Every thread of the warpgroup calls it together, after `wgmma_fence`; the descriptors
+/// describe initialised shared memory that stays unchanged until the group completes; `d` is
+/// not touched until a `wgmma_wait_group` covers this operation.
+#[inline(always)]
+pub unsafe fn wgmma_m64n48k16_f32_bf16<const TRANS_A: u32, const TRANS_B: u32>(
+    d: &mut [f32; 128],
+    a: u64,
+    b: u64,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}}}, {a}, {b}, p, 1, 1, {ta}, {tb}; }}",
+            d0 = inout(reg32) d[0],
+            d1 = inout(reg32) d[1],
+            d2 = inout(reg32) d[2],
+            d3 = inout(reg32) d[3],
+            d4 = inout(reg32) d[4],
+            d5 = inout(reg32) d[5],
+            d6 = inout(reg32) d[6],
+            d7 = inout(reg32) d[7],
+            d8 = inout(reg32) d[8],
+            d9 = inout(reg32) d[9],
+            d10 = inout(reg32) d[10],
+            d11 = inout(reg32) d[11],
+            d12 = inout(reg32) d[12],
+            d13 = inout(reg32) d[13],
+            d14 = inout(reg32) d[14],
+            d15 = inout(reg32) d[15],
+            d16 = inout(reg32) d[16],
+            d17 = inout(reg32) d[17],
+            d18 = inout(reg32) d[18],
+            d19 = inout(reg32) d[19],
+            d20 = inout(reg32) d[20],
+            d21 = inout(reg32) d[21],
+            d22 = inout(reg32) d[22],
+            d23 = inout(reg32) d[23],
+            a = in(reg64) a,
+            b = in(reg64) b,
+            ta = const TRANS_A,
+            tb = const TRANS_B,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16`: `d[0..24] += A · B` for a 64 × 48
+/// tile and 16 k, A and B from shared memory (descriptors `a`, `b`).
+///
+/// # Safety
+/// Every thread of the warpgroup calls it together, after `wgmma_fence`; the descriptors
+/// describe initialised shared memory that stays unchanged until the group completes; `d` is
+/// not touched until a `wgmma_wait_group` covers this operation.
+#[inline(always)]
+pub unsafe fn wgmma_m64n48k16_f32_f16<const TRANS_A: u32, const TRANS_B: u32>(
+    d: &mut [f32; 128],
+    a: u64,
+    b: u64,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}}}, {a}, {b}, p, 1, 1, {ta}, {tb}; }}",
+            d0 = inout(reg32) d[0],
+            d1 = inout(reg32) d[1],
+            d2 = inout(reg32) d[2],
+            d3 = inout(reg32) d[3],
+            d4 = inout(reg32) d[4],
+            d5 = inout(reg32) d[5],
+            d6 = inout(reg32) d[6],
+            d7 = inout(reg32) d[7],
+            d8 = inout(reg32) d[8],
+            d9 = inout(reg32) d[9],
+            d10 = inout(reg32) d[10],
+            d11 = inout(reg32) d[11],
+            d12 = inout(reg32) d[12],
+            d13 = inout(reg32) d[13],
+            d14 = inout(reg32) d[14],
+            d15 = inout(reg32) d[15],
+            d16 = inout(reg32) d[16],
+            d17 = inout(reg32) d[17],
+            d18 = inout(reg32) d[18],
+            d19 = inout(reg32) d[19],
+            d20 = inout(reg32) d[20],
+            d21 = inout(reg32) d[21],
+            d22 = inout(reg32) d[22],
+            d23 = inout(reg32) d[23],
+            a = in(reg64) a,
+            b = in(reg64) b,
+            ta = const TRANS_A,
+            tb = const TRANS_B,
+            options(nostack)
+        )
+    };
+}
+
 /// `wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16`: `d[0..16] += A · B` for a 64 × 32
 /// tile and 16 k, A and B from shared memory (descriptors `a`, `b`).
 ///
@@ -1113,6 +1213,74 @@ pub unsafe fn wgmma_m64n32k16_f32_f16<const TRANS_A: u32, const TRANS_B: u32>(
             d13 = inout(reg32) d[13],
             d14 = inout(reg32) d[14],
             d15 = inout(reg32) d[15],
+            a = in(reg64) a,
+            b = in(reg64) b,
+            ta = const TRANS_A,
+            tb = const TRANS_B,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16`: `d[0..8] += A · B` for a 64 × 16
+/// tile and 16 k, A and B from shared memory (descriptors `a`, `b`).
+///
+/// # Safety
+/// Every thread of the warpgroup calls it together, after `wgmma_fence`; the descriptors
+/// describe initialised shared memory that stays unchanged until the group completes; `d` is
+/// not touched until a `wgmma_wait_group` covers this operation.
+#[inline(always)]
+pub unsafe fn wgmma_m64n16k16_f32_bf16<const TRANS_A: u32, const TRANS_B: u32>(
+    d: &mut [f32; 128],
+    a: u64,
+    b: u64,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}}}, {a}, {b}, p, 1, 1, {ta}, {tb}; }}",
+            d0 = inout(reg32) d[0],
+            d1 = inout(reg32) d[1],
+            d2 = inout(reg32) d[2],
+            d3 = inout(reg32) d[3],
+            d4 = inout(reg32) d[4],
+            d5 = inout(reg32) d[5],
+            d6 = inout(reg32) d[6],
+            d7 = inout(reg32) d[7],
+            a = in(reg64) a,
+            b = in(reg64) b,
+            ta = const TRANS_A,
+            tb = const TRANS_B,
+            options(nostack)
+        )
+    };
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16`: `d[0..8] += A · B` for a 64 × 16
+/// tile and 16 k, A and B from shared memory (descriptors `a`, `b`).
+///
+/// # Safety
+/// Every thread of the warpgroup calls it together, after `wgmma_fence`; the descriptors
+/// describe initialised shared memory that stays unchanged until the group completes; `d` is
+/// not touched until a `wgmma_wait_group` covers this operation.
+#[inline(always)]
+pub unsafe fn wgmma_m64n16k16_f32_f16<const TRANS_A: u32, const TRANS_B: u32>(
+    d: &mut [f32; 128],
+    a: u64,
+    b: u64,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}}}, {a}, {b}, p, 1, 1, {ta}, {tb}; }}",
+            d0 = inout(reg32) d[0],
+            d1 = inout(reg32) d[1],
+            d2 = inout(reg32) d[2],
+            d3 = inout(reg32) d[3],
+            d4 = inout(reg32) d[4],
+            d5 = inout(reg32) d[5],
+            d6 = inout(reg32) d[6],
+            d7 = inout(reg32) d[7],
             a = in(reg64) a,
             b = in(reg64) b,
             ta = const TRANS_A,

@@ -12,7 +12,7 @@
 //!   while the engine writes (two pieces in flight per warpgroup), and the engine clips the
 //!   rows and columns outside C, so any N is fine.
 //! - [`store_registers`], for the overwrite modes of tiles narrower than a 16-bit piece
-//!   (the 32-column decode tiles): each pair stored straight from registers.
+//!   (the 16- to 48-column decode tiles): each pair stored straight from registers.
 //! - [`store_accumulate`], for accumulate mode (the engine cannot do the read-add-write with our NaN
 //!   rule): each pair is one 8-byte load and store straight from registers (the host sends
 //!   only a C that takes them: `host/src/cuda/hopper.rs`, `can_implement`).
@@ -188,6 +188,48 @@ unsafe fn store_accumulate_with<
     });
 }
 
+/// [`store_accumulate`] for the decode widths that end in half a group of four n8 blocks
+/// (16 and 48 columns): pair by pair, each load just before its store. Such tiles run only
+/// for calls of at most 64 rows, where the epilogue is a small part of the time.
+///
+/// # Safety
+/// As for [`store_accumulate`].
+#[inline(always)]
+unsafe fn store_accumulate_pairs<const BN: u32, const BM: u32, const D0: usize>(
+    p: &GemmParams,
+    t: &Tile,
+    part: u32,
+    tid: u32,
+    acc: &[f32; 128],
+) {
+    let has_bias = p.bias_dtype != BIAS_NONE;
+    let col0 = t.n0 + ((tid % 4) * 2) as u64;
+    let rows = register_rows::<BM>(p, t, part, tid, F32_BYTES);
+    unroll8!(j => {
+        let col = col0 + 8 * j as u64;
+        if j < (BN / 8) as usize && col < p.n {
+            let bias = if has_bias {
+                // SAFETY: col + 1 < N (N even, col even).
+                Some(unsafe { [bias_at(p, col), bias_at(p, col + 1)] })
+            } else {
+                None
+            };
+            unroll2!(h => {
+                let (at, stored) = rows[h];
+                if stored {
+                    let at = at + F32_BYTES * 8 * j as u64;
+                    let v = [acc[D0 + 4 * j + 2 * h], acc[D0 + 4 * j + 2 * h + 1]];
+                    // SAFETY: the pair is inside C and aligned (forwarded contract).
+                    unsafe {
+                        let old = ld_global_v2_f32(at);
+                        st_global_v2_b32(at, accumulated2_32(v, bias, old));
+                    }
+                }
+            });
+        }
+    });
+}
+
 /// Finishes the (WG_M, BN) part `part` of tile `t` (rows `part · WG_M ..`), held in
 /// `acc[D0..]` by consumer warpgroup `wg`, the way `STORE` (a `super::store_kind`) says:
 /// [`store_accumulate`], or [`store_tma`] in f32 or 16 bits — but tiles narrower than a
@@ -212,6 +254,9 @@ pub unsafe fn store_part<const BN: u32, const BM: u32, const D0: usize, const ST
     // SAFETY (all arms): forwarded contract.
     unsafe {
         match STORE {
+            store_kind::ACCUMULATE if BN % 32 != 0 => {
+                store_accumulate_pairs::<BN, BM, D0>(p, t, part, tid, acc)
+            }
             store_kind::ACCUMULATE => store_accumulate::<BN, BM, D0>(p, t, part, tid, acc),
             _ if BN < PIECE_COLUMNS_16 => {
                 store_registers::<BN, BM, D0, STORE>(p, t, part, tid, acc)
@@ -234,8 +279,9 @@ const PIECE_COLUMNS_16: u32 = 64;
 /// Finishes the (WG_M, BN) part `part` of tile `t`, held in `acc[D0..]`, in the overwrite
 /// mode `STORE` (a `super::store_kind`) straight from registers: each pair of a row inside M
 /// (and inside the tile's rows) and of a column inside N is one 4-byte (16-bit C) or 8-byte
-/// (f32 C) store. For the (bm, 32) decode tiles: their part is at most 64 × 32 values, too
-/// few to be worth a trip through shared memory, and narrower than a 16-bit piece.
+/// (f32 C) store. For the decode tiles of 16, 32 and 48 columns: their part is at most
+/// 64 × 48 values, too few to be worth a trip through shared memory, and narrower than a
+/// 16-bit piece.
 ///
 /// # Safety
 /// Every thread of the warpgroup calls it together. `p.out_mode` is an overwrite mode of

@@ -21,8 +21,8 @@
 //! `setmaxnreg`), the others are consumers, each owning 64 rows of the tile as one
 //! m64nBNk16 accumulator: two for BM = 128 (4, 6 or 8 stages), one for the small-M tiles of
 //! 64, 32, 16 and 8 rows (12 to 21 stages of BN = 64: more of B in flight, see
-//! `config::BM_CHOICES`; with a K-contiguous B also BN = 32, `config::SKINNY_BN`, 16 or 24
-//! stages, for twice the blocks on a narrow N at decode).
+//! `config::BM_CHOICES`; with a K-contiguous B also BN = 48, 32 or 16, `config::DECODE_BN`,
+//! 13 to 24 stages, for more blocks on a narrow N at decode).
 //! Blocks are persistent: block b computes tiles b, b + grid, ….
 //!
 //! That is the cooperative schedule ([`Cooperative`]). The ping-pong schedule
