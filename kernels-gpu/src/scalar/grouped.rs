@@ -42,6 +42,7 @@ use crate::element::Element;
 use crate::finish::{bias_at, finish, group_bias};
 use crate::group_ends::report_bad_ends;
 use crate::params::{GemmParams, BIAS_NONE, OUT_ACCUMULATE_F32};
+use core::arch::asm;
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 use core::intrinsics::fmaf32;
 
@@ -198,6 +199,14 @@ unsafe fn k_range(ends: u64, g: u64, k: u64, sorted: bool) -> (u64, u64) {
         let (mut start, mut end) = (0, 0);
         let mut h = 0;
         while h <= g {
+            // Keeps ptxas from unrolling the scan further (with it the kernel spilled at its
+            // launch bound for sm_120). SAFETY: a directive, no instruction.
+            unsafe {
+                asm!(
+                    ".pragma \"nounroll\";",
+                    options(nomem, nostack, preserves_flags)
+                )
+            };
             start = end;
             // SAFETY: h ≤ g (forwarded contract).
             end = clamp(unsafe { end_at(ends, h) }, end as i64);
@@ -240,29 +249,42 @@ pub unsafe fn gemm_reduction<E: Element>(
     }
     let [a_i, a_k] = a_steps;
     let [b_k, b_j] = b_steps;
+    // The element a thread starts at and the grid's step, each as (group, row, column): the
+    // loop then steps without a division (a 64-bit one costs registers the launch bound
+    // does not leave on every target).
     let per_group = p.m * p.n;
     // SAFETY: M × N elements of each group's C lie in its validated span, so the product
     // does not wrap to zero.
     unsafe { core::hint::assert_unchecked(per_group != 0) };
-    let total = per_group * p.batch;
-    let step = u64::from(_grid_dim_x() as u32) * u64::from(THREADS);
-    let mut e = u64::from(_block_idx_x() as u32) * u64::from(THREADS) + u64::from(tid);
-    while e < total {
-        let (g, r) = (e / per_group, e % per_group);
-        let (i, j) = (r / p.n, r % p.n);
+    let split = |e: u64| (e / per_group, e % per_group / p.n, e % p.n);
+    let first = u64::from(_block_idx_x() as u32) * u64::from(THREADS) + u64::from(tid);
+    let (mut g, mut i, mut j) = split(first);
+    let (sg, si, sj) = split(u64::from(_grid_dim_x() as u32) * u64::from(THREADS));
+    while g < p.batch {
         // SAFETY: g < p.batch (forwarded contract).
         let (start, end) = unsafe { k_range(ends, g, p.k, sorted) };
-        let (mut a_at, mut b_at) = (i * a_i + start * a_k, start * b_k + j * b_j);
+        // The chain walks two addresses and stops at A's end of the range: no k counter, and
+        // a trip count LLVM cannot compute without a division, so it does not unroll the
+        // loop (whose copies would hold multiples of the strides: registers the launch
+        // bound does not leave on every target).
+        let mut a_at = p.a + (i * a_i + start * a_k) * E::BYTES;
+        let a_end = p.a + (i * a_i + end * a_k) * E::BYTES;
+        let mut b_at = p.b + (start * b_k + j * b_j) * E::BYTES;
         let mut acc = 0.0f32;
-        let mut k = start;
-        while k < end {
+        while a_at != a_end {
             // SAFETY: row i < M and k < K of A, (k, j) of B: inside the validated spans
             // (forwarded contract).
-            let (a, b) = unsafe { (E::load_raw(p.a, a_at), E::load_raw(p.b, b_at)) };
+            let (a, b) = unsafe { (E::load_raw(a_at, 0), E::load_raw(b_at, 0)) };
             acc = fmaf32(E::to_f32(a), E::to_f32(b), acc);
-            a_at += a_k;
-            b_at += b_k;
-            k += 1;
+            a_at += a_k * E::BYTES;
+            b_at += b_k * E::BYTES;
+            // Nor ptxas. SAFETY: a directive, no instruction.
+            unsafe {
+                asm!(
+                    ".pragma \"nounroll\";",
+                    options(nomem, nostack, preserves_flags)
+                )
+            };
         }
         // SAFETY: (i, j) of entry g < p.batch is inside C.
         unsafe {
@@ -273,6 +295,17 @@ pub unsafe fn gemm_reduction<E: Element>(
                 None,
             )
         };
-        e += step;
+        // sj < N and si < M: one carry each.
+        j += sj;
+        if j >= p.n {
+            j -= p.n;
+            i += 1;
+        }
+        i += si;
+        if i >= p.m {
+            i -= p.m;
+            g += 1;
+        }
+        g += sg;
     }
 }
