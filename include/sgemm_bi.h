@@ -373,7 +373,7 @@ enum sgemm_bi_offsets_location
     SGEMM_BI_OFFSETS_LOCATION_HOST = 0,
     /**
      * Device memory of the engine's context (CUDA engines). Where a grouped kernel takes
-     * the call (the scalar tier's ROWS, or sm_90's tensor-core tier; see
+     * the call (the scalar tier's ROWS and REDUCTION, or sm_90's tensor-core tier; see
      * `sgemm_bi_grouped_gemm`) it reads them on the device without a wait, and reports a bad
      * end afterwards
      * (`sgemm_bi_engine_take_device_error`). Elsewhere they are read back on `stream` after
@@ -857,10 +857,11 @@ sgemm_bi_status sgemm_bi_backward_dx(const struct sgemm_bi_engine *engine,
  * anything runs. Rows (ROWS) or columns (COLUMNS) of C past the last end are written as +0.0,
  * or left as they are when accumulating.
  *
- * Device offsets that a grouped kernel reads on the device (the scalar tier: ROWS with a
- * row-major A, on every GPU; sm_90's tensor-core tier, bf16 or f16: ROWS with a row-major A
- * and an overwritten C, REDUCTION with a column-major A and a row-major B) are not waited
- * for, so the call cannot check them first: the kernel clamps a bad end into the split
+ * Device offsets that a grouped kernel reads on the device (the scalar tier, on every GPU:
+ * ROWS with a row-major A, REDUCTION in any layout; sm_90's tensor-core tier, bf16 or f16:
+ * ROWS with a row-major A and an overwritten C, REDUCTION with a column-major A and a
+ * row-major B) are not waited for, so the call cannot check them first: the kernel clamps
+ * a bad end into the split
  * dimension (never touching memory outside the buffers) and reports the first one to the
  * engine once it has run. The next grouped call on the engine then
  * returns `SGEMM_BI_STATUS_BAD_OFFSETS` without running, its message naming the group, the

@@ -799,6 +799,265 @@ fn the_scalar_grouped_kernel_clamps_and_reports_bad_device_offsets() {
     }
 }
 
+/// A reduction split on the scalar tier (the experts' weight gradient): random sizes, both
+/// layouts of A and of B with padded leading dimensions, C with padded rows and batch entries
+/// (the padding must keep its poison), an output mode of `variant` (overwrite in the inputs'
+/// dtype, overwrite in f32, accumulate into f32), and a routing with empty groups and K past
+/// the last end, or (`all_in_one`) one group holding all of K and the others empty.
+fn scalar_reduction_case(
+    dtype: DType,
+    (a_k_contiguous, b_k_contiguous): (bool, bool),
+    variant: usize,
+    all_in_one: bool,
+    rng: &mut Rng,
+) -> (GroupedGemm, Vec<i32>, HostBuf, HostBuf, HostBuf) {
+    let (m, n, k) = (1 + rng.below(70), 1 + rng.below(90), 1 + rng.below(400));
+    let groups = 1 + rng.below(9);
+    let mut g = Gemm {
+        batch: groups,
+        tier: Tier::Scalar,
+        ..Gemm::dense(m, n, k, dtype)
+    };
+    let pad = rng.below(3);
+    let (a_ld, a_len) = if a_k_contiguous {
+        g.a = Operand::row_major(dtype, k);
+        (k + pad, m * (k + pad))
+    } else {
+        g.a = Operand::col_major(dtype, m);
+        (m + pad, k * (m + pad))
+    };
+    g.a.ld = a_ld;
+    let (b_ld, b_len) = if b_k_contiguous {
+        g.b = Operand::col_major(dtype, k);
+        (k + pad, n * (k + pad))
+    } else {
+        g.b = Operand::row_major(dtype, n);
+        (n + pad, k * (n + pad))
+    };
+    g.b.ld = b_ld;
+    let ldc = n + rng.below(3);
+    let c_stride = (m - 1) * ldc + n + rng.below(5);
+    g.c = Output {
+        mode: match variant {
+            0 => OutputMode::Overwrite(dtype),
+            1 => OutputMode::Overwrite(DType::F32),
+            _ => OutputMode::AccumulateF32,
+        },
+        ldc,
+        batch_stride: c_stride,
+    };
+    let ends = if all_in_one {
+        let owner = rng.below(groups);
+        (0..groups)
+            .map(|g| if g < owner { 0 } else { k as i32 })
+            .collect()
+    } else {
+        let mut ends = routing(rng, groups, k);
+        // An empty group first in every other case.
+        if variant != 1 {
+            ends[0] = 0;
+        }
+        ends
+    };
+    let a = HostBuf::random(dtype, a_len, rng);
+    let b = HostBuf::random(dtype, b_len, rng);
+    let c_len = (groups - 1) * c_stride + (m - 1) * ldc + n;
+    let c0 = match g.c.mode {
+        OutputMode::AccumulateF32 => HostBuf::random(DType::F32, c_len, rng),
+        mode => HostBuf::poison(mode.dtype(), c_len),
+    };
+    let gg = GroupedGemm {
+        split: GroupSplit::Reduction,
+        gemm: g,
+    };
+    (gg, ends, a, b, c0)
+}
+
+/// Runs `gg` with host offsets `ends` (group by group: each group's dense scalar call) on
+/// fresh buffers holding `a`, `b` and `c0`, and returns C.
+fn group_by_group(
+    gpu: &Engine,
+    stream: &RawStream,
+    gg: &GroupedGemm,
+    ends: &[i32],
+    (a, b): (&HostBuf, &HostBuf),
+    c0: &HostBuf,
+) -> HostBuf {
+    let dev = Uploaded::new(a, b, None, c0);
+    // SAFETY: every buffer holds the whole call's span; synchronized below.
+    unsafe {
+        gpu.grouped_gemm(
+            gg,
+            GroupOffsets::Host(ends),
+            dev.pointers(),
+            stream.handle(),
+        )
+    }
+    .unwrap_or_else(|e| panic!("group by group: {e}"));
+    stream.sync();
+    let mut got = c0.clone();
+    dev.c.download_into(&mut got);
+    got
+}
+
+/// The scalar tier's grouped kernel for the reduction split (device offsets): every group's
+/// C has the bits of the group-by-group form (host offsets: each group's dense scalar call
+/// over its K range) and of the CPU, for every dtype, both layouts of A and of B, overwrite
+/// (in the inputs' dtype and in f32) and accumulate, random routings with empty groups and
+/// one group holding all of K; C's padding keeps its poison. The calls are captured in a
+/// CUDA graph, which only the grouped kernel takes with device offsets (the group-by-group
+/// path reads them back, which a capture refuses).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_scalar_grouped_reduction_kernel_gives_the_group_by_group_bits() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(53);
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        for layouts in [(false, false), (false, true), (true, false), (true, true)] {
+            for variant in 0..3 {
+                for all_in_one in [false, true] {
+                    let (gg, ends, a, b, c0) =
+                        scalar_reduction_case(dtype, layouts, variant, all_in_one, &mut rng);
+                    let g = gg.gemm;
+                    let what = format!(
+                        "{dtype} A, B k-contiguous {layouts:?} variant {variant} ({} x {} x {}, \
+                         ends {ends:?})",
+                        g.m, g.n, g.k
+                    );
+                    assert_eq!(gpu.take_device_error(), Ok(()), "{what}: nothing pending");
+                    let dev = Uploaded::new(&a, &b, None, &c0);
+                    let d_ends = offsets_on_device(&ends);
+                    // SAFETY: every buffer holds the whole call's span and outlives the
+                    // replay.
+                    unsafe {
+                        run_captured(
+                            &gpu,
+                            &stream,
+                            &gg,
+                            GroupOffsets::Device(d_ends.at(0).cast_const().cast()),
+                            dev.pointers(),
+                        )
+                    }
+                    .unwrap_or_else(|e| panic!("{what}: the grouped kernel must take it: {e}"));
+                    let mut got = c0.clone();
+                    dev.c.download_into(&mut got);
+                    let want = group_by_group(&gpu, &stream, &gg, &ends, (&a, &b), &c0);
+                    if let Some((i, x, y)) = first_difference(&got, &want) {
+                        panic!("{what}: element {i}: {x:#x}, group by group {y:#x}");
+                    }
+                    let cpu = on_cpu_from(&gg, &ends, &a, &b, None, c0.clone());
+                    assert!(got.bits() == cpu.bits(), "{what}: the CPU's bits");
+                    assert_eq!(
+                        gpu.take_device_error(),
+                        Ok(()),
+                        "{what}: good ends, no report"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The scalar grouped reduction kernel clamps bad device ends as the rows kernel does (a
+/// group ends no earlier than the previous group's clamped end and no later than K: the
+/// group-by-group bits for the clamped ends), writes nothing outside C (a guard after it
+/// keeps its poison), and reports the first bad end once it has run: after a synchronize
+/// `take_device_error` returns it and clears it, and a grouped call made while it is
+/// pending returns it without running. Ends that decrease, lie past K, or are negative, in
+/// both output modes; run directly and replayed from a graph.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_scalar_grouped_reduction_kernel_clamps_and_reports_bad_device_offsets() {
+    let Some(gpu) = gpu_engine() else { return };
+    let stream = RawStream::new();
+    let mut rng = Rng::new(59);
+    // (bad ends, the ends the kernel runs with, the first bad group), for K = 320.
+    let cases: [([i32; 4], [i32; 4], usize); 6] = [
+        ([100, 50, 80, 300], [100, 100, 100, 300], 1),
+        ([100, 200, 1 << 30, 250], [100, 200, 320, 320], 2),
+        ([-5, 100, 200, 320], [0, 100, 200, 320], 0),
+        ([100, 200, 300, 250], [100, 200, 300, 300], 3),
+        ([300, 100, 200, 310], [300, 300, 300, 310], 1),
+        ([100, 400, 150, 330], [100, 320, 320, 320], 1),
+    ];
+    const GUARD: usize = 4096;
+    for (dtype, mode) in [
+        (DType::F32, OutputMode::Overwrite(DType::F32)),
+        (DType::BF16, OutputMode::Overwrite(DType::BF16)),
+        (DType::F16, OutputMode::AccumulateF32),
+    ] {
+        let (mut gg, a, b, _, c_len) = case(
+            GroupSplit::Reduction,
+            dtype,
+            Tier::Scalar,
+            (48, 96, 320, 4),
+            &mut rng,
+        );
+        gg.gemm.c.mode = mode;
+        let c0 = match mode {
+            OutputMode::AccumulateF32 => HostBuf::random(DType::F32, c_len + GUARD, &mut rng),
+            mode => HostBuf::poison(mode.dtype(), c_len + GUARD),
+        };
+        for (bad, clamped, group) in cases {
+            let what = format!("{dtype} {mode:?} {bad:?}");
+            assert_eq!(gpu.take_device_error(), Ok(()), "{what}: nothing pending");
+            let want = group_by_group(&gpu, &stream, &gg, &clamped, (&a, &b), &c0);
+            let cpu = on_cpu_from(&gg, &clamped, &a, &b, None, part(&c0, 0..c_len));
+            assert!(
+                part(&want, 0..c_len).bits() == cpu.bits(),
+                "{what}: group by group, the CPU's bits"
+            );
+            let dev = Uploaded::new(&a, &b, None, &c0);
+            let d = offsets_on_device(&bad);
+            let ends = || GroupOffsets::Device(d.at(0).cast_const().cast());
+            // SAFETY: every buffer holds the whole call's span; synchronized below.
+            unsafe { gpu.grouped_gemm(&gg, ends(), dev.pointers(), stream.handle()) }
+                .unwrap_or_else(|e| panic!("{what}: the grouped kernel takes bad ends: {e}"));
+            stream.sync();
+            let mut got = c0.clone();
+            dev.c.download_into(&mut got);
+            // The whole buffer: C for the clamped ends, the guard after it untouched.
+            if let Some((i, x, y)) = first_difference(&got, &want) {
+                panic!("{what}: element {i} (C has {c_len}): {x:#x}, group by group {y:#x}");
+            }
+            match gpu.take_device_error() {
+                Err(Error::BadOffsets { group: g, detail }) => {
+                    assert_eq!(g, group, "{what}: {detail}");
+                    assert!(detail.contains("on the device"), "{what}: {detail}");
+                }
+                other => panic!("{what}: no report of the bad end: {other:?}"),
+            }
+            assert_eq!(gpu.take_device_error(), Ok(()), "{what}: cleared");
+
+            // Pending at the next grouped call: that call returns it and runs nothing.
+            // SAFETY: as above.
+            unsafe { gpu.grouped_gemm(&gg, ends(), dev.pointers(), stream.handle()) }
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            stream.sync();
+            let good = [50, 100, 100, 319];
+            let refused = on_device_ends(&gpu, &stream, &gg, &good, (&a, &b, None), c_len);
+            assert!(
+                matches!(&refused, Err(Error::BadOffsets { group: g, .. }) if *g == group),
+                "{what}: the next call returns the report: {refused:?}"
+            );
+
+            // Replayed from a graph: the clamped bits, and the report with the replay.
+            let dev = Uploaded::new(&a, &b, None, &c0);
+            // SAFETY: as above; the replay is synchronized.
+            unsafe { run_captured(&gpu, &stream, &gg, ends(), dev.pointers()) }
+                .unwrap_or_else(|e| panic!("{what}: captured: {e}"));
+            let mut got = c0.clone();
+            dev.c.download_into(&mut got);
+            assert!(got.bits() == want.bits(), "{what}: replayed");
+            assert!(
+                matches!(gpu.take_device_error(), Err(Error::BadOffsets { group: g, .. }) if g == group),
+                "{what}: replayed"
+            );
+        }
+    }
+}
+
 // Grouped calls past 2³¹ elements.
 //
 // The grouped kernels (`plan` in host/src/cuda/grouped.rs) take a call whose extents fit a

@@ -70,6 +70,8 @@ pub enum ParamKind {
     GroupedHopper,
     /// [`crate::params::GroupedParams`] (no tensor maps).
     Grouped,
+    /// [`crate::params::GroupedReductionParams`] (no tensor maps).
+    GroupedReduction,
 }
 
 impl ParamKind {
@@ -119,6 +121,11 @@ pub enum Family {
     /// The scalar tier's grouped kernel (`scalar::grouped`): one thread per output element of
     /// the rows split, the group ends read on the device. A is always read along K.
     ScalarGrouped,
+    /// The scalar tier's grouped kernel for a split reduction (`scalar::grouped::
+    /// gemm_reduction`): one thread per output element of every group's C, each over its
+    /// group's K range, the group ends read on the device. Any layout of A and B (strides in
+    /// the parameters); its kinds say neither operand is K-contiguous.
+    ScalarGroupedReduction,
     /// The tensor-core tier's mma.sync kernels; `cp_async`: 16-byte `cp.async` loads (else
     /// element by element, any alignment).
     Mma { cp_async: bool },
@@ -156,8 +163,8 @@ impl Family {
     ///   stages), and 58–128 is what ptxas gives them all.
     /// - Tiled scalar: 256 threads ([`scalar::THREADS`]), two blocks per SM to hide latency,
     ///   which caps them at 128 registers (ptxas fits them unspilled).
-    /// - Grouped scalar: 256 threads ([`scalar::grouped::THREADS`]), four blocks per SM (64
-    ///   registers: one chain a thread needs few).
+    /// - Grouped scalar (both splits): 256 threads ([`scalar::grouped::THREADS`]), four
+    ///   blocks per SM (64 registers: one chain a thread needs few).
     /// - mma.sync: 256 threads too ([`tensor::THREADS`]), two blocks per SM (2 × 80 KiB of
     ///   shared memory fits sm_80's 164 KiB), so also at most 128 registers.
     /// - Hopper: 384 threads (`hopper::threads(hopper::BM)`, the narrow tiles launch fewer),
@@ -167,7 +174,9 @@ impl Family {
         let (max_threads, min_blocks_per_sm) = match self {
             Family::ScalarRows { .. } => (scalar::rows::THREADS, 2),
             Family::ScalarTiled { .. } => (scalar::THREADS, 2),
-            Family::ScalarGrouped => (scalar::grouped::THREADS, scalar::grouped::BLOCKS_PER_SM),
+            Family::ScalarGrouped | Family::ScalarGroupedReduction => {
+                (scalar::grouped::THREADS, scalar::grouped::BLOCKS_PER_SM)
+            }
             Family::Mma { .. } => (tensor::THREADS, 2),
             Family::Hopper { .. }
             | Family::HopperGrouped { .. }
@@ -187,6 +196,7 @@ impl Family {
                 ParamKind::GroupedHopper
             }
             Family::ScalarGrouped => ParamKind::Grouped,
+            Family::ScalarGroupedReduction => ParamKind::GroupedReduction,
             _ => ParamKind::Gemm,
         }
     }
@@ -204,7 +214,7 @@ impl Family {
                 (scalar::rows::WARPS * rows_per_warp, scalar::rows::BN)
             }
             // A block's elements run along a row (and on into the next).
-            Family::ScalarGrouped => (1, scalar::grouped::THREADS),
+            Family::ScalarGrouped | Family::ScalarGroupedReduction => (1, scalar::grouped::THREADS),
             Family::Mma { .. } => (tensor::BM, tensor::BN),
             Family::Hopper { bm, bn, .. } => (bm, bn),
             Family::HopperGrouped { bn, .. } | Family::HopperGroupedReduction { bn } => {
@@ -236,7 +246,7 @@ impl Family {
             Family::ScalarRows { rows_per_warp } => {
                 scalar::rows::smem_bytes(rows_per_warp, element.bytes())
             }
-            Family::ScalarGrouped => 0,
+            Family::ScalarGrouped | Family::ScalarGroupedReduction => 0,
             Family::Mma { .. } => tensor::SMEM_BYTES,
             Family::Hopper { .. }
             | Family::HopperGrouped { .. }
@@ -253,6 +263,7 @@ impl Family {
                 x == y
             }
             (Family::ScalarGrouped, Family::ScalarGrouped) => true,
+            (Family::ScalarGroupedReduction, Family::ScalarGroupedReduction) => true,
             (Family::Mma { cp_async: x }, Family::Mma { cp_async: y }) => x == y,
             (
                 Family::Hopper {
@@ -350,6 +361,8 @@ pub const fn find(kind: &Kind) -> Option<usize> {
 ///   f32 operands copied by `cp.async`, whole K tiles read through cursors;
 /// - `scalar_rows`: name, element, B K-contiguous, rows per warp;
 /// - `scalar_grouped`: name, element, B K-contiguous (A is K-contiguous: the tokens' rows);
+/// - `scalar_grouped_reduction`: name, element (any layout of A and B: strides in the
+///   parameters);
 /// - `mma`: name, element, A K-contiguous, B K-contiguous, 16-byte `cp.async` loads;
 /// - `hopper`: name, element, A K-contiguous, B K-contiguous, BM, BN, cluster size,
 ///   schedule (`Cooperative` or `PingPong`);
@@ -454,6 +467,14 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_scalar_grouped_bf16_c Bf16, true;
                     sgemm_bi_scalar_grouped_f16_r F16, false;
                     sgemm_bi_scalar_grouped_f16_c F16, true;
+                }
+                // Grouped, the reduction split (the experts' weight gradient): group g's C
+                // (batch entry g) is A's columns times B's rows of the group's K range, the
+                // ends read on the device. Any layout of A and B (runtime strides).
+                scalar_grouped_reduction {
+                    sgemm_bi_scalar_grouped_k_f32 F32;
+                    sgemm_bi_scalar_grouped_k_bf16 Bf16;
+                    sgemm_bi_scalar_grouped_k_f16 F16;
                 }
             }
             sm90a {
@@ -661,6 +682,11 @@ macro_rules! spec_table {
     (@specs $all:ident, $i:ident, $module:ident, scalar_grouped
         $($name:ident $elem:ident, $b:literal;)*) => {
         $(spec_table!(@one $all, $i, $name, $module, $elem, true, $b, Family::ScalarGrouped);)*
+    };
+    (@specs $all:ident, $i:ident, $module:ident, scalar_grouped_reduction
+        $($name:ident $elem:ident;)*) => {
+        $(spec_table!(@one $all, $i, $name, $module, $elem, false, false,
+            Family::ScalarGroupedReduction);)*
     };
     (@specs $all:ident, $i:ident, $module:ident, mma
         $($name:ident $elem:ident, $a:literal, $b:literal, $cp:literal;)*) => {

@@ -103,6 +103,23 @@ pub struct GroupedParams {
     pub errors: u64,
 }
 
+/// Parameters of the scalar tier's grouped kernel for a split reduction
+/// (`scalar::grouped::gemm_reduction`; torch's 2-D × 2-D `grouped_mm`, the experts' weight
+/// gradient): `grouped` as for the rows split, but with `gemm.k` the K of all groups, A and B
+/// shared, C one batch entry per group (`gemm.batch_stride_c` apart), no bias, and the group
+/// ends cumulative ends along K (`gemm.lda`, `gemm.ldb`, the batch strides of A and B,
+/// `tiles_m` and `tiles_n` unused); the operands' layouts are the strides below, so that one
+/// entry takes every layout.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GroupedReductionParams {
+    pub grouped: GroupedParams,
+    /// Elements between consecutive rows (along M) and consecutive columns (along K) of A.
+    pub a_steps: [u64; 2],
+    /// Elements between consecutive rows (along K) and consecutive columns (along N) of B.
+    pub b_steps: [u64; 2],
+}
+
 /// What a grouped kernel reports about its group ends, in memory the host can read without
 /// waiting (mapped host memory; `host/src/cuda/device_errors.rs`). One thread of the grid
 /// checks every end in order and, at the first bad one, writes `group` and `end`, fences,

@@ -273,18 +273,19 @@ pub enum GroupOffsets<'a> {
     /// In device memory of a CUDA engine's context (torch's `offs` on the GPU). Where a
     /// grouped kernel takes the call, it reads them: nothing waits and the call can be
     /// captured in a CUDA graph. The kernels: the scalar tier's, for a rows split with a
-    /// row-major A (every GPU the scalar tier runs on, every dtype, either output mode), and
-    /// the tensor-core tier's Hopper path (sm_90, bf16/f16; a rows split with a row-major A
-    /// and an overwritten C, or a reduction split with a column-major A and a row-major B).
-    /// The call cannot check ends it does not wait for: the kernel clamps a bad one into the
-    /// split dimension (a decreasing end makes an empty group, one past the end is the end),
-    /// so it never reads or writes outside the buffers, and reports the first one to the
-    /// engine, which returns it as [`Error::BadOffsets`] from
+    /// row-major A or a reduction split in any layout (every GPU the scalar tier runs on,
+    /// every dtype, either output mode), and the tensor-core tier's Hopper path (sm_90,
+    /// bf16/f16; a rows split with a row-major A and an overwritten C, or a reduction split
+    /// with a column-major A and a row-major B). The call cannot check ends it does not wait
+    /// for: the kernel clamps a bad one into the split dimension (a decreasing end makes an
+    /// empty group, one past the end is the end), so it never reads or writes outside the
+    /// buffers, and reports the first one to the engine, which returns it as
+    /// [`Error::BadOffsets`] from
     /// [`Engine::take_device_error`](crate::Engine::take_device_error) and from the
     /// engine's next grouped call once the kernel has run (certainly after a synchronize of
-    /// the stream). Elsewhere (the columns split, the scalar tier's reduction split, and the
-    /// tensor-core tier off sm_90 or outside the forms above) the offsets are read back on the call's stream and checked as host
-    /// offsets are, before anything runs; that read waits for the stream, so it is refused
-    /// during a CUDA graph capture ([`Error::Unsupported`]).
+    /// the stream). Elsewhere (the columns split, and the tensor-core tier off sm_90 or
+    /// outside the forms above) the offsets are read back on the call's stream and checked
+    /// as host offsets are, before anything runs; that read waits for the stream, so it is
+    /// refused during a CUDA graph capture ([`Error::Unsupported`]).
     Device(*const i32),
 }

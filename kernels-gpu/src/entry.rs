@@ -3,8 +3,10 @@
 //! in the catalogue's order. Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>[_n64]`
 //! (128 × 128 tiles, or 128 × 64), `sgemm_bi_scalar_rows_<dtype>_<B layout>_m<rows>` (few
 //! rows, `scalar::rows`), `sgemm_bi_scalar_grouped_<dtype>_<B layout>` (the grouped rows
-//! split, `scalar::grouped`) and `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` =
-//! row-major, `c` = column-major; `_unaligned` loads operands element by element (any 2-byte
+//! split, `scalar::grouped`), `sgemm_bi_scalar_grouped_k_<dtype>` (the grouped reduction
+//! split, any layouts, `scalar::grouped::gemm_reduction`) and
+//! `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` = row-major, `c` =
+//! column-major; `_unaligned` loads operands element by element (any 2-byte
 //! alignment). The sm90a module has
 //! `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_x2|_m<BM>]` (ping-pong
 //! consumers, `hopper::pingpong`; clusters of two; tiles of BM < 128 rows), and
@@ -27,7 +29,7 @@ macro_rules! define_entries {
         mod sm80 {
             #[allow(unused_imports)]
             use crate::element::{Bf16, F16, F32};
-            use crate::params::{GemmParams, GroupedParams};
+            use crate::params::{GemmParams, GroupedParams, GroupedReductionParams};
             use crate::{scalar, tensor};
 
             $(define_entries!(@$f80 $($e80)*);)*
@@ -89,6 +91,28 @@ macro_rules! define_entries {
         pub unsafe extern "ptx-kernel" fn $name(p: GroupedParams) {
             // SAFETY: forwarded launch contract.
             unsafe { scalar::grouped::gemm::<$elem, $b>(&p.gemm, p.group_ends, p.errors) }
+        }
+    )*};
+
+    (@scalar_grouped_reduction $($name:ident $elem:ident;)*) => {$(
+        /// Scalar-tier grouped GEMM entry point, reduction split (see
+        /// `scalar::grouped::gemm_reduction`).
+        ///
+        /// # Safety
+        /// Launched by the host with a validated `GroupedReductionParams` (the group ends in
+        /// device memory) and `scalar::config::grouped::THREADS` threads.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(p: GroupedReductionParams) {
+            // SAFETY: forwarded launch contract.
+            unsafe {
+                scalar::grouped::gemm_reduction::<$elem>(
+                    &p.grouped.gemm,
+                    p.a_steps,
+                    p.b_steps,
+                    p.grouped.group_ends,
+                    p.grouped.errors,
+                )
+            }
         }
     )*};
 

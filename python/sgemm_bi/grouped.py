@@ -30,7 +30,8 @@ calls of the engine too (and double backward works); a bias gradient is the fixe
 of its group's rows on the scalar tier.
 
 Offsets on the GPU: on the scalar tier (every GPU, every dtype) for 2-D × 3-D with a
-row-major ``mat_a`` (the forward and the input gradient of an MoE layer), and on the
+row-major ``mat_a`` (the forward and the input gradient of an MoE layer) and for 2-D × 2-D
+in any layout (the weight gradient), and on the
 tensor-core tier of an H200 (sm_90, bf16 or f16) for 2-D × 3-D with a row-major ``mat_a``
 and for 2-D × 2-D with a column-major ``mat_a`` (``x.t()``) and a row-major ``mat_b`` (the
 weight gradient too), one grouped kernel reads them on the GPU, so nothing waits and the

@@ -250,8 +250,9 @@ def test_gpu_grouped_mm_gives_the_cpu_bits_with_offsets_on_the_device(gen, dtype
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,tier", CASES)
 def test_gpu_experts_weight_gradient_gives_the_cpu_bits(gen, dtype, tier) -> None:
-    """2-D × 2-D (the experts' weight gradient, Xᵀ · dY split by the offsets): on the H200's
-    tensor-core tier one grouped kernel with the offsets on the GPU."""
+    """2-D × 2-D (the experts' weight gradient, Xᵀ · dY split by the offsets): one grouped
+    kernel with the offsets on the GPU, on the scalar tier (every GPU) and on the H200's
+    tensor-core tier."""
     tokens, k, n, groups = 700, 256, 192, 12
     x = rand(gen, tokens, k, dtype=dtype)
     dy = rand(gen, tokens, n, dtype=dtype)
@@ -268,8 +269,9 @@ def test_gpu_experts_weight_gradient_gives_the_cpu_bits(gen, dtype, tier) -> Non
 @pytest.mark.gpu
 def test_gpu_graph_capture_replays_the_bits_and_a_read_back_is_refused(gen) -> None:
     """2-D × 3-D with offsets on the GPU runs in one grouped kernel that reads them on both
-    tiers (a capture works with them on the GPU or the CPU); the scalar tier's 3-D × 2-D
-    reads them back, which a capture refuses with a clear error."""
+    tiers, and so does the scalar tier's 2-D × 2-D (a capture works with them on the GPU or
+    the CPU); the scalar tier's 3-D × 2-D reads them back, which a capture refuses with a
+    clear error."""
     dev = torch.device("cuda")
     offs = torch.tensor([10, 10, 40, 60], dtype=torch.int32)
     on_device = offs.to(dev)
@@ -286,6 +288,19 @@ def test_gpu_graph_capture_replays_the_bits_and_a_read_back_is_refused(gen) -> N
             graph.replay()
             torch.cuda.synchronize()
             same_bits(out.cpu(), want, f"{dtype} {tier}, offsets on {o.device}")
+    # 2-D × 2-D (the weight gradient) on the scalar tier: Xᵀ · dY over each group's tokens.
+    for dtype in (torch.float32, torch.bfloat16):
+        x = rand(gen, 64, 48, dtype=dtype).to(dev)
+        dy = rand(gen, 64, 40, dtype=dtype).to(dev)
+        want = sgemm_bi.grouped_mm(x.cpu().t(), dy.cpu(), offs=offs, tier="scalar")
+        for o in (offs, on_device):
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = sgemm_bi.grouped_mm(x.t(), dy, offs=o, tier="scalar")
+            graph.replay()
+            torch.cuda.synchronize()
+            same_bits(out.cpu(), want, f"2-D x 2-D {dtype} scalar, offsets on {o.device}")
     a3 = rand(gen, 4, 16, 32, dtype=torch.float32).to(dev)
     b2 = rand(gen, 32, 64, dtype=torch.float32).to(dev)
     with pytest.raises(sgemm_bi.errors.UnsupportedError, match="host memory"):

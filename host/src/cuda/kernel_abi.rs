@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use crate::types::{DType, Gemm, GemmPointers, OutputMode};
 use sgemm_bi_abi::catalogue::{KernelSpec, ParamKind};
 use sgemm_bi_abi::params::{
-    GemmParams, GroupedHopperParams, GroupedParams, HopperParams, BIAS_BF16, BIAS_F16, BIAS_F32,
-    BIAS_NONE, OUT_ACCUMULATE_F32, OUT_BF16, OUT_F16, OUT_F32,
+    GemmParams, GroupedHopperParams, GroupedParams, GroupedReductionParams, HopperParams,
+    BIAS_BF16, BIAS_F16, BIAS_F32, BIAS_NONE, OUT_ACCUMULATE_F32, OUT_BF16, OUT_F16, OUT_F32,
 };
 
 /// The kernel parameters of `g` on pointers `p`, for a kernel whose block tile is
@@ -93,6 +93,11 @@ unsafe impl KernelParams for GroupedHopperParams {
 // SAFETY: as above, for `ParamKind::Grouped`.
 unsafe impl KernelParams for GroupedParams {
     const KIND: ParamKind = ParamKind::Grouped;
+}
+
+// SAFETY: as above, for `ParamKind::GroupedReduction`.
+unsafe impl KernelParams for GroupedReductionParams {
+    const KIND: ParamKind = ParamKind::GroupedReduction;
 }
 
 /// A loaded entry point whose parameter is `P`: only a catalogue entry of that parameter type

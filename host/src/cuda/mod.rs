@@ -326,8 +326,8 @@ impl CudaBackend {
 
     /// How the grouped call `gg` with its ends in device memory runs here: the tensor-core
     /// tier's Hopper grouped kernels (sm_90, see `grouped.rs`), the scalar tier's grouped
-    /// kernel for a rows split (`grouped_scalar.rs`), or group by group after reading the
-    /// ends back. Host arithmetic only.
+    /// kernels for a rows or reduction split (`grouped_scalar.rs`), or group by group after
+    /// reading the ends back. Host arithmetic only.
     fn grouped_launch(&self, gg: &GroupedGemm, p: &GemmPointers) -> GroupedLaunch {
         match gg.gemm.tier {
             Tier::TensorCores if self.tc_path != TcPath::Portable => {
@@ -481,7 +481,7 @@ impl CudaBackend {
 enum GroupedLaunch {
     /// The Hopper grouped kernels (tensor-core tier, sm_90): no wait for the ends.
     Hopper(grouped::GroupedPlan),
-    /// The scalar tier's grouped kernel (rows split): no wait for the ends.
+    /// The scalar tier's grouped kernels (rows or reduction split): no wait for the ends.
     Scalar(grouped_scalar::ScalarGroupedPlan),
     /// Group by group, after reading the ends back on the call's stream (a wait, which a
     /// CUDA graph capture refuses: `offsets.rs`).
