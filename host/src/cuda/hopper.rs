@@ -202,19 +202,12 @@ pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> 
         let per_tile = (bm + bn) as usize * g.k * g.a.dtype.size() + TILE_OVERHEAD_BYTES;
         tiles.div_ceil(sms.max(1)) * per_tile
     };
-    // Widest first, and a narrower width only when strictly cheaper.
+    // Widest first: `min_by_key` keeps the first of equal costs.
     [NARROW_BN]
         .into_iter()
         .chain(DECODE_BN)
-        .fold((NARROW_BN, usize::MAX), |(best, cost), bn| {
-            let c = streamed(bn);
-            if c < cost {
-                (bn, c)
-            } else {
-                (best, cost)
-            }
-        })
-        .0
+        .min_by_key(|&bn| streamed(bn))
+        .expect("tile widths are built")
 }
 
 /// The tile width of the kernels built for clusters of two blocks.
