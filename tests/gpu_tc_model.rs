@@ -446,7 +446,10 @@ fn every_distribution_layout_and_k_tail_matches_the_model() {
 /// Decode calls (M ≤ 16 rows, A and B K-contiguous: torch's `x @ W.T`) in every
 /// distribution and output mode: the narrow tiles of 8 and 16 rows, at the decode widths
 /// (16, 32 and 48 columns, stored from registers) and 64, K tails of one to three steps, a
-/// partial last tile of columns.
+/// partial last tile of columns. The decode widths stage several K tiles at once
+/// (`k_slices`: four at 16 columns, two at 32 and 48), so K also ends at every place in a
+/// stage: its first slice, a whole slice short of its end, a tail of one to four steps after
+/// whole slices.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn decode_calls_match_the_model() {
@@ -462,6 +465,12 @@ fn decode_calls_match_the_model() {
                 (8, 2056, 1000),
                 (9, 64, 88),
                 (16, 312, 4104),
+                (2, 48, 192),
+                (5, 104, 320),
+                (1, 4096, 200),
+                (8, 5632, 584),
+                (4, 2056, 127),
+                (1, 4096, 1023),
             ] {
                 for mode in [
                     OutputMode::Overwrite(DType::F32),

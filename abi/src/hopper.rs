@@ -89,21 +89,57 @@ pub const fn b_bytes(bn: u32) -> u32 {
     bn * BK * 2
 }
 
-/// Bytes of one stage of a (bm, bn) tile: the A tile then the B tile.
+/// Whether `bn` is one of the decode widths (`DECODE_BN`).
 #[inline]
-pub const fn stage_bytes(bn: u32, bm: u32) -> u32 {
+pub const fn is_decode_bn(bn: u32) -> bool {
+    bn == DECODE_BN[0] || bn == DECODE_BN[1] || bn == DECODE_BN[2]
+}
+
+/// Bytes of B that a stage of a decode tile carries at least. A block streams its strip of
+/// the weight stage by stage, and each stage costs the copy engine and the barriers a
+/// fixed time whatever its size: on the H200, one block per strip of 16 rows of a
+/// K-contiguous bf16 weight (2048 × 5632) streamed it in 22 µs with stages of 2 KiB, 14 µs
+/// of 4 KiB and 9–10 µs of 8 KiB, however many stages were in flight
+/// (`scripts/microbench/kmajor_stream.cu`; docs/perf-notes.md).
+pub const DECODE_STAGE_B_BYTES: u32 = 8 * 1024;
+
+/// K slices of BK per stage for (bm, bn) tiles: one, but for the decode widths, whose B
+/// tile of one slice is small (2–6 KiB), as many slices as make `DECODE_STAGE_B_BYTES` of
+/// B. Slice j of a stage is K tile `KB · stage + j`; the consumers still take each slice's
+/// four k16 steps in ascending k, so this changes when bytes arrive, not a bit of the sums.
+#[inline]
+pub const fn k_slices(bn: u32, bm: u32) -> u32 {
+    if bm < BM && is_decode_bn(bn) {
+        DECODE_STAGE_B_BYTES.div_ceil(b_bytes(bn))
+    } else {
+        1
+    }
+}
+
+/// Bytes of one K slice of a (bm, bn) tile: its (bm, BK) A tile and (bn, BK) B tile.
+#[inline]
+pub const fn slice_bytes(bn: u32, bm: u32) -> u32 {
     a_bytes(bm) + b_bytes(bn)
 }
 
-/// Distance between stages of a (bm, bn) tile: the stage's bytes, but never fewer than the
-/// 64 rows of A a wgmma reads from a tile of fewer rows (`BM_CHOICES`): the rows past `bm`
-/// then read this stage's B tile and padding, never the next stage, which the copy engine
-/// may be writing. Only tiles of fewer than 64 rows and a `DECODE_BN` width are padded.
+/// Bytes of one whole stage of a (bm, bn) tile: `k_slices` slices, the A tiles of all of
+/// them first, then their B tiles.
+#[inline]
+pub const fn stage_bytes(bn: u32, bm: u32) -> u32 {
+    k_slices(bn, bm) * slice_bytes(bn, bm)
+}
+
+/// Distance between stages of a (bm, bn) tile: the stage's bytes, but never fewer than
+/// reach the end of the 64 rows of A a wgmma reads from the stage's last A tile when the
+/// tile has fewer rows (`BM_CHOICES`): the rows past `bm` then read this stage's later
+/// bytes and padding, never the next stage, which the copy engine may be writing. Only
+/// tiles of fewer than 64 rows and a `DECODE_BN` width can need padding.
 #[inline]
 pub const fn stage_pitch(bn: u32, bm: u32) -> u32 {
     let bytes = stage_bytes(bn, bm);
-    if bytes < WG_M * BK * 2 {
-        WG_M * BK * 2
+    let reach = (k_slices(bn, bm) - 1) * a_bytes(bm) + WG_M * BK * 2;
+    if bytes < reach {
+        reach
     } else {
         bytes
     }
@@ -139,7 +175,7 @@ const _: () = {
     let mut i = 0;
     while i < BN_CHOICES.len() {
         let bn = BN_CHOICES[i];
-        let decode = bn == DECODE_BN[0] || bn == DECODE_BN[1] || bn == DECODE_BN[2];
+        let decode = is_decode_bn(bn);
         assert!(
             (bn % SWIZZLE_ELEMS == 0 || decode) && bn <= 256,
             "B tiles are whole boxes (or K-contiguous rows) and one wgmma wide"
@@ -176,11 +212,13 @@ const _: () = {
         );
         let mut d = 0;
         while d < DECODE_BN.len() {
+            let (bn, bm) = (DECODE_BN[d], BM_CHOICES[j]);
             assert!(
-                stage_pitch(DECODE_BN[d], BM_CHOICES[j]) >= WG_M * BK * 2
-                    && a_bytes(BM_CHOICES[j]) % 1024 == 0,
-                "the 64 rows a wgmma reads from a narrow A tile lie inside its stage, and its \
-                 B tile starts on a swizzle atom"
+                stage_pitch(bn, bm) >= (k_slices(bn, bm) - 1) * a_bytes(bm) + WG_M * BK * 2
+                    && a_bytes(bm) % 1024 == 0
+                    && b_bytes(bn) % 1024 == 0,
+                "the 64 rows a wgmma reads from a narrow A tile lie inside its stage, and each \
+                 slice's B tile starts on a swizzle atom"
             );
             d += 1;
         }

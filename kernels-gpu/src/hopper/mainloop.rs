@@ -2,18 +2,21 @@
 //! the reduction order (see the module docs of `hopper`).
 //!
 //! Shared memory holds `stages(BN, BM)` stages, each the (BM, BK) A tile then the (BN, BK)
-//! B tile, 128B-swizzled as the copy engine writes them. A K-contiguous operand is one box of
+//! B tile, 128B-swizzled as the copy engine writes them; a stage of a decode tile holds
+//! `k_slices(BN, BM)` consecutive K tiles ("slices"): their A tiles, then their B tiles. A K-contiguous operand is one box of
 //! (rows, 64 k): row r at byte 128 r. An M- (N-) contiguous operand is boxes of (64 k rows,
 //! 64 mn): box i (mn 64i..64i+63) at byte `i · BOX_BYTES`, k row r at 128 r inside it.
 //! Stage s has a `full` barrier (one arrival by the producer plus the stage's bytes) and an
 //! `empty` barrier (one arrival per consumer warp when its wgmmas have read the stage).
 
 use super::config::{
-    a_bytes, stage_bytes, stage_pitch, stages, BK, BOX_BYTES, EPILOGUE_AREA, EPILOGUE_BUFFERS,
-    EPILOGUE_PIECE_BYTES, MAX_STAGES, MMA_K, STAGE_AREA, SWIZZLE_ELEMS, WG_M,
+    a_bytes, b_bytes, k_slices, slice_bytes, stage_bytes, stage_pitch, stages, BK, BOX_BYTES,
+    EPILOGUE_AREA, EPILOGUE_BUFFERS, EPILOGUE_PIECE_BYTES, MAX_STAGES, MMA_K, STAGE_AREA,
+    SWIZZLE_ELEMS, WG_M,
 };
 use super::walk::Walk;
 use crate::arch::cluster::{mapa_shared_cluster, mbarrier_arrive_cluster};
+use crate::arch::ldmatrix::ldmatrix_x4;
 use crate::arch::mbarrier::{
     fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
     mbarrier_try_wait_parity,
@@ -24,7 +27,7 @@ use crate::arch::tma::{
     cp_async_bulk_tensor_3d, cp_async_bulk_tensor_3d_multicast, fence_proxy_async_shared_cta,
 };
 use crate::arch::wgmma::{wgmma_commit_group, wgmma_fence, wgmma_fence_operands, wgmma_wait_group};
-use crate::element::WgmmaElement;
+use crate::element::{MmaElement, WgmmaElement};
 use crate::params::GemmParams;
 use crate::schedule::Tile;
 
@@ -36,6 +39,8 @@ pub struct Stages<const BN: u32, const BM: u32> {
 
 impl<const BN: u32, const BM: u32> Stages<BN, BM> {
     pub(super) const COUNT: u32 = stages(BN, BM);
+    /// K tiles of BK per stage (`config::k_slices`).
+    pub(super) const SLICES: u32 = k_slices(BN, BM);
 
     #[inline(always)]
     pub fn new(base: u32) -> Self {
@@ -47,7 +52,17 @@ impl<const BN: u32, const BM: u32> Stages<BN, BM> {
     }
     #[inline(always)]
     pub(super) fn b(&self, s: u32) -> u32 {
-        self.a(s) + a_bytes(BM)
+        self.a(s) + Self::SLICES * a_bytes(BM)
+    }
+    /// Slice `j`'s A tile in stage `s`.
+    #[inline(always)]
+    fn a_slice(&self, s: u32, j: u32) -> u32 {
+        self.a(s) + j * a_bytes(BM)
+    }
+    /// Slice `j`'s B tile in stage `s`.
+    #[inline(always)]
+    fn b_slice(&self, s: u32, j: u32) -> u32 {
+        self.b(s) + j * b_bytes(BN)
     }
     #[inline(always)]
     pub(super) fn full(&self, s: u32) -> u32 {
@@ -137,6 +152,11 @@ pub unsafe fn produce<
     walk: &Walk<CLUSTER>,
     rank: u32,
 ) {
+    if Stages::<BN, BM>::SLICES > 1 {
+        // SAFETY: forwarded contract.
+        unsafe { produce_slices::<A_K, BN, BM, CLUSTER>(p, st, map_a, map_b, walk) };
+        return;
+    }
     let kt_count = k_tiles(p);
     let mut it = 0u32;
     let (mut tile, step) = walk.range();
@@ -174,6 +194,69 @@ pub unsafe fn produce<
     }
     // SAFETY: forwarded contract (this block's producer, after its last copy).
     unsafe { drain_peers::<BN, BM, CLUSTER>(st, it) };
+}
+
+/// [`produce`] for stages of several K slices (the decode tiles, `config::k_slices`): stage
+/// by stage, the A then B tile of each slice; a tile's last stage holds the slices left
+/// (its `full` barrier expects just their bytes), so no copy reaches wholly past K.
+///
+/// # Safety
+/// As for [`produce`]; B is K-contiguous and there are no clusters (the decode widths are
+/// built only so: `super::gemm` checks).
+#[inline(always)]
+unsafe fn produce_slices<const A_K: bool, const BN: u32, const BM: u32, const CLUSTER: u32>(
+    p: &GemmParams,
+    st: &Stages<BN, BM>,
+    map_a: u64,
+    map_b: u64,
+    walk: &Walk<CLUSTER>,
+) {
+    let slices = Stages::<BN, BM>::SLICES;
+    let kt_count = k_tiles(p);
+    let mut it = 0u32;
+    let (mut tile, step) = walk.range();
+    while tile < walk.count() {
+        let t: Tile = walk.tile::<BM, BN>(tile);
+        let (ba, bb) = (
+            batch_coord(p.batch_stride_a, t.batch),
+            batch_coord(p.batch_stride_b, t.batch),
+        );
+        let (m0, n0) = (t.m0 as i32, t.n0 as i32);
+        let mut kt = 0;
+        while kt < kt_count {
+            let here = if kt_count - kt < slices {
+                kt_count - kt
+            } else {
+                slices
+            };
+            let s = it % Stages::<BN, BM>::COUNT;
+            let parity = (it / Stages::<BN, BM>::COUNT) & 1;
+            let full = st.full(s);
+            // SAFETY (all): initialised barriers; stage s is free once its `empty` phase
+            // completed; every slice lies inside the stage; the maps are valid (forwarded
+            // contract).
+            unsafe {
+                Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
+                mbarrier_arrive_expect_tx(full, here * slice_bytes(BN, BM));
+                for j in 0..here {
+                    let k0 = ((kt + j) * BK) as i32;
+                    if A_K {
+                        cp_async_bulk_tensor_3d(st.a_slice(s, j), map_a, k0, m0, ba, full);
+                    } else {
+                        for i in 0..BM / SWIZZLE_ELEMS {
+                            let m = m0 + (i * SWIZZLE_ELEMS) as i32;
+                            let dst = st.a_slice(s, j) + i * BOX_BYTES;
+                            cp_async_bulk_tensor_3d(dst, map_a, m, k0, ba, full);
+                        }
+                    }
+                    cp_async_bulk_tensor_3d(st.b_slice(s, j), map_b, k0, n0, bb, full);
+                }
+            }
+            kt += here;
+            it += 1;
+        }
+        tile += step;
+    }
 }
 
 /// Copies stage `s`'s B tile (columns `n0 ..`, K tile `k0`, batch entry `bb` of `map_b`) into
@@ -526,6 +609,12 @@ pub unsafe fn consume_k<
             "a ping-pong tile is two m64n128 accumulators"
         )
     };
+    if Stages::<BN, BM>::SLICES > 1 {
+        // SAFETY: forwarded contract (the decode tiles: neither a zeroed tail nor ping-pong).
+        return unsafe {
+            consume_slices::<E, A_K, B_K, BN, BM, ACTIVE, CLUSTER>(k, st, wg, tid, it, on_issued)
+        };
+    }
     // Every accumulator starts at +0.0 (all bits zero). Not `[0.0; 128]`: rustc lowers that
     // repeat to a store loop with a run-time index, which keeps the array in local memory.
     // SAFETY: all-zero bits are +0.0 for every element.
@@ -582,4 +671,200 @@ pub unsafe fn consume_k<
         }
     }
     acc
+}
+
+/// One K slice's part of the chain in a stage of several slices (the decode tiles): issues
+/// slice `j`'s first `STEPS` k16 steps as one wgmma group (ascending k), and once the
+/// previous group has completed releases stage `release`, when given (the previous stage,
+/// after the first group of this one). The stage has landed ([`consume_slices`] waits once
+/// per stage). As [`stage_steps`] otherwise. Tiles of 8 or 16 rows take the steps by
+/// `mma.sync` instead ([`mma_sync_steps`]).
+///
+/// # Safety
+/// Every thread of consumer warpgroup `wg` calls it together, after stage `s` landed.
+#[inline(always)]
+unsafe fn slice_steps<
+    E: WgmmaElement,
+    const A_K: bool,
+    const B_K: bool,
+    const BN: u32,
+    const BM: u32,
+    const STEPS: u32,
+    const ACTIVE: bool,
+    const CLUSTER: u32,
+>(
+    st: &Stages<BN, BM>,
+    acc: &mut [f32; 128],
+    wg: u32,
+    tid: u32,
+    s: u32,
+    j: u32,
+    release: Option<u32>,
+) {
+    if ACTIVE && BM <= 16 {
+        // Warp 0 holds rows 0–15, all the tile has; the other warps only release stages.
+        if tid / 32 == 0 {
+            // SAFETY: the whole warp; stage s has landed (forwarded contract).
+            unsafe { mma_sync_steps::<E, BN, BM, STEPS>(st, acc, tid % 32, s, j) };
+        }
+    } else if ACTIVE {
+        wgmma_fence_operands(acc);
+        wgmma_fence();
+        for step in 0..STEPS {
+            let b = operand_descriptor::<B_K>(st.b_slice(s, j), 0, step);
+            // Rows past BM read on into the stage's later tiles (`config::stage_pitch`).
+            let a = operand_descriptor::<A_K>(st.a_slice(s, j), wg * WG_M, step);
+            // SAFETY: stage s has landed and is not overwritten before this warpgroup's
+            // arrival on its empty barrier, after the group completes.
+            unsafe { mma_step::<E, A_K, B_K, BN>(acc, a, b) };
+        }
+        wgmma_commit_group();
+        wgmma_wait_group::<1>();
+        wgmma_fence_operands(acc);
+    }
+    if let Some(prev) = release {
+        if tid % 32 == 0 {
+            // SAFETY: once per stage use, by lane 0 (forwarded contract).
+            unsafe { release_stage::<BN, BM, CLUSTER>(st, prev) };
+        }
+    }
+}
+
+/// [`consume_k`] for stages of several K slices (`config::k_slices`): the same chain — the
+/// whole K tiles in ascending order, four k16 steps each, then a last partial one's steps
+/// that reach into K — with one wait per stage instead of one per K tile. A tile's last
+/// stage holds only the slices left ([`produce_slices`]).
+///
+/// # Safety
+/// As for [`consume`].
+#[inline(always)]
+unsafe fn consume_slices<
+    E: WgmmaElement,
+    const A_K: bool,
+    const B_K: bool,
+    const BN: u32,
+    const BM: u32,
+    const ACTIVE: bool,
+    const CLUSTER: u32,
+>(
+    k: u64,
+    st: &Stages<BN, BM>,
+    wg: u32,
+    tid: u32,
+    it: &mut u32,
+    on_issued: impl FnOnce(),
+) -> [f32; 128] {
+    // SAFETY: all-zero bits are +0.0 for every element (see `consume_k`).
+    let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
+    const FULL: u32 = BK / MMA_K;
+    let slices = Stages::<BN, BM>::SLICES;
+    let whole = (k / BK as u64) as u32;
+    let kr = (k % BK as u64) as u32;
+    let tail_steps = kr.div_ceil(MMA_K);
+    let total = whole + (tail_steps > 0) as u32;
+    let mut prev: Option<u32> = None;
+    let mut kt = 0;
+    while kt < total {
+        let s = *it % Stages::<BN, BM>::COUNT;
+        let parity = (*it / Stages::<BN, BM>::COUNT) & 1;
+        // SAFETY: initialised barrier.
+        unsafe { Stages::<BN, BM>::wait(st.full(s), parity) };
+        let here = if total - kt < slices {
+            total - kt
+        } else {
+            slices
+        };
+        for j in 0..here {
+            let release = if j == 0 { prev } else { None };
+            // SAFETY (all arms): stage s has landed; forwarded contract.
+            unsafe {
+                if kt + j < whole {
+                    slice_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER>(
+                        st, &mut acc, wg, tid, s, j, release,
+                    )
+                } else {
+                    match tail_steps {
+                        1 => slice_steps::<E, A_K, B_K, BN, BM, 1, ACTIVE, CLUSTER>(
+                            st, &mut acc, wg, tid, s, j, release,
+                        ),
+                        2 => slice_steps::<E, A_K, B_K, BN, BM, 2, ACTIVE, CLUSTER>(
+                            st, &mut acc, wg, tid, s, j, release,
+                        ),
+                        3 => slice_steps::<E, A_K, B_K, BN, BM, 3, ACTIVE, CLUSTER>(
+                            st, &mut acc, wg, tid, s, j, release,
+                        ),
+                        // A partial K tile of 49 to 63 elements: four steps.
+                        _ => slice_steps::<E, A_K, B_K, BN, BM, FULL, ACTIVE, CLUSTER>(
+                            st, &mut acc, wg, tid, s, j, release,
+                        ),
+                    }
+                }
+            }
+        }
+        prev = Some(s);
+        kt += here;
+        *it += 1;
+    }
+    on_issued();
+    wgmma_wait_group::<0>();
+    wgmma_fence_operands(&mut acc);
+    if let Some(last) = prev {
+        if tid % 32 == 0 {
+            // SAFETY: once per stage use, by lane 0 (forwarded contract).
+            unsafe { release_stage::<BN, BM, CLUSTER>(st, last) };
+        }
+    }
+    acc
+}
+
+/// The shared address of 16-byte chunk `chunk` of row `row` of a 128B-swizzled,
+/// K-contiguous tile at `tile` (1024-byte aligned): the copy engine stores chunk c of row r
+/// at chunk `c ^ (r % 8)` of the row.
+#[inline(always)]
+fn swizzled_chunk(tile: u32, row: u32, chunk: u32) -> u32 {
+    tile + row * 128 + ((chunk ^ (row % 8)) << 4)
+}
+
+/// Slice `j`'s first `STEPS` k16 steps by `mma.sync.m16n8k16`, one warp, for a decode tile of
+/// 8 or 16 rows (A and B K-contiguous): per step, one `ldmatrix` of A's 16 rows and one of
+/// each 16 columns of B from the swizzled stage, then one mma per 8 columns, each into the
+/// accumulators a wgmma would use (`acc[4c .. 4c + 4]` for columns 8c..: the m16n8 C
+/// fragment is the wgmma fragment of the warpgroup's warp 0). The step adds the same 16
+/// products to the same accumulator as the wgmma step, with the same bits
+/// (`tests/gpu_tensor_cores.rs::the_mma_sync_and_wgmma_paths_give_the_same_bits`); its
+/// dependent latency is a third of a wgmma's, which at decode is the chain's whole cost.
+/// Rows 8–15 of a tile of 8 read the stage's next bytes: never stored.
+///
+/// # Safety
+/// Every lane of one warp calls it together (`lane` its lane); stage `s` has landed.
+#[inline(always)]
+unsafe fn mma_sync_steps<E: WgmmaElement, const BN: u32, const BM: u32, const STEPS: u32>(
+    st: &Stages<BN, BM>,
+    acc: &mut [f32; 128],
+    lane: u32,
+    s: u32,
+    j: u32,
+) {
+    let (a_tile, b_tile) = (st.a_slice(s, j), st.b_slice(s, j));
+    // ldmatrix.x4 of A: matrices (rows 0–7, k 0–7), (8–15, k 0–7), (0–7, k 8–15), (8–15,
+    // k 8–15), the fragment's a[0..4]; of 16 columns of B: (columns 0–7, k 0–7), (0–7,
+    // k 8–15), (8–15, k 0–7), (8–15, k 8–15), the b[0..2] of two blocks of 8 columns.
+    let (a_row, a_half) = (lane % 16, lane / 16);
+    let (b_row, b_half) = (lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
+    for step in 0..STEPS {
+        // SAFETY (both loads): inside stage s (rows below 16 of A's 1024-byte aligned tile,
+        // which the stage pitch covers; rows below BN of B's); the whole warp.
+        let a = unsafe { ldmatrix_x4(swizzled_chunk(a_tile, a_row, 2 * step + a_half)) };
+        for i in 0..(BN / 16) as usize {
+            let row = 16 * i as u32 + b_row;
+            // SAFETY: as above.
+            let b = unsafe { ldmatrix_x4(swizzled_chunk(b_tile, row, 2 * step + b_half)) };
+            for (h, pair) in [[b[0], b[1]], [b[2], b[3]]].iter().enumerate() {
+                let c = 8 * i + 4 * h;
+                let mut d = [acc[c], acc[c + 1], acc[c + 2], acc[c + 3]];
+                E::mma_m16n8k16(&mut d, &a, pair);
+                acc[c..c + 4].copy_from_slice(&d);
+            }
+        }
+    }
 }

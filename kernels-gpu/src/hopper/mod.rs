@@ -22,7 +22,8 @@
 //! m64nBNk16 accumulator: two for BM = 128 (4, 6 or 8 stages), one for the small-M tiles of
 //! 64, 32, 16 and 8 rows (12 to 21 stages of BN = 64: more of B in flight, see
 //! `config::BM_CHOICES`; with a K-contiguous B also BN = 48, 32 or 16, `config::DECODE_BN`,
-//! 13 to 24 stages, for more blocks on a narrow N at decode).
+//! for more blocks on a narrow N at decode, whose stages hold two or four K tiles of 64 so
+//! that each carries at least 8 KiB of B, `config::k_slices`: 4 to 19 stages).
 //! Blocks are persistent: block b computes tiles b, b + grid, ….
 //!
 //! That is the cooperative schedule ([`Cooperative`]). The ping-pong schedule
@@ -98,6 +99,12 @@ pub unsafe fn gemm<
         assert!(
             BM >= config::WG_M || A_K,
             "tiles below 64 rows are one K-contiguous swizzle atom of A"
+        )
+    };
+    const {
+        assert!(
+            config::k_slices(BN, BM) == 1 || (B_K && CLUSTER == 1),
+            "stages of several K slices copy one K-contiguous B box per slice, without clusters"
         )
     };
     let tid = _thread_idx_x() as u32;
