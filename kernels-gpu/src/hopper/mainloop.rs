@@ -3,9 +3,10 @@
 //!
 //! Shared memory holds `stages(BN, BM)` stages, each the (BM, BK) A tile then the (BN, BK)
 //! B tile, 128B-swizzled as the copy engine writes them; a stage of a decode tile holds
-//! `k_slices(BN, BM)` consecutive K tiles ("slices"): their A tiles, then their B tiles. A K-contiguous operand is one box of
-//! (rows, 64 k): row r at byte 128 r. An M- (N-) contiguous operand is boxes of (64 k rows,
-//! 64 mn): box i (mn 64i..64i+63) at byte `i · BOX_BYTES`, k row r at 128 r inside it.
+//! `k_slices(BN, BM)` consecutive K tiles ("slices"): their A tiles, then their B tiles.
+//! A K-contiguous operand is one box of (rows, 64 k): row r at byte 128 r. An M- (N-)
+//! contiguous operand is boxes of (64 k rows, 64 mn): box i (mn 64i..64i+63) at byte
+//! `i · BOX_BYTES`, k row r at 128 r inside it.
 //! Stage s has a `full` barrier (one arrival by the producer plus the stage's bytes) and an
 //! `empty` barrier (one arrival per consumer warp when its wgmmas have read the stage).
 
