@@ -17,7 +17,6 @@ use super::config::{
 };
 use super::walk::Walk;
 use crate::arch::cluster::{mapa_shared_cluster, mbarrier_arrive_cluster};
-use crate::arch::ldmatrix::ldmatrix_x4;
 use crate::arch::mbarrier::{
     fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
     mbarrier_try_wait_parity,
@@ -28,7 +27,7 @@ use crate::arch::tma::{
     cp_async_bulk_tensor_3d, cp_async_bulk_tensor_3d_multicast, fence_proxy_async_shared_cta,
 };
 use crate::arch::wgmma::{wgmma_commit_group, wgmma_fence, wgmma_fence_operands, wgmma_wait_group};
-use crate::element::{MmaElement, WgmmaElement};
+use crate::element::WgmmaElement;
 use crate::params::GemmParams;
 use crate::schedule::Tile;
 
@@ -678,8 +677,7 @@ pub unsafe fn consume_k<
 /// slice `j`'s first `STEPS` k16 steps as one wgmma group (ascending k), and once the
 /// previous group has completed releases stage `release`, when given (the previous stage,
 /// after the first group of this one). The stage has landed ([`consume_slices`] waits once
-/// per stage). As [`stage_steps`] otherwise. Tiles of 8 or 16 rows take the steps by
-/// `mma.sync` instead ([`mma_sync_steps`]).
+/// per stage). As [`stage_steps`] otherwise.
 ///
 /// # Safety
 /// Every thread of consumer warpgroup `wg` calls it together, after stage `s` landed.
@@ -702,13 +700,7 @@ unsafe fn slice_steps<
     j: u32,
     release: Option<u32>,
 ) {
-    if ACTIVE && BM <= 16 {
-        // Warp 0 holds rows 0–15, all the tile has; the other warps only release stages.
-        if tid / 32 == 0 {
-            // SAFETY: the whole warp; stage s has landed (forwarded contract).
-            unsafe { mma_sync_steps::<E, BN, BM, STEPS>(st, acc, tid % 32, s, j) };
-        }
-    } else if ACTIVE {
+    if ACTIVE {
         wgmma_fence_operands(acc);
         wgmma_fence();
         for step in 0..STEPS {
@@ -816,56 +808,4 @@ unsafe fn consume_slices<
         }
     }
     acc
-}
-
-/// The shared address of 16-byte chunk `chunk` of row `row` of a 128B-swizzled,
-/// K-contiguous tile at `tile` (1024-byte aligned): the copy engine stores chunk c of row r
-/// at chunk `c ^ (r % 8)` of the row.
-#[inline(always)]
-fn swizzled_chunk(tile: u32, row: u32, chunk: u32) -> u32 {
-    tile + row * 128 + ((chunk ^ (row % 8)) << 4)
-}
-
-/// Slice `j`'s first `STEPS` k16 steps by `mma.sync.m16n8k16`, one warp, for a decode tile of
-/// 8 or 16 rows (A and B K-contiguous): per step, one `ldmatrix` of A's 16 rows and one of
-/// each 16 columns of B from the swizzled stage, then one mma per 8 columns, each into the
-/// accumulators a wgmma would use (`acc[4c .. 4c + 4]` for columns 8c..: the m16n8 C
-/// fragment is the wgmma fragment of the warpgroup's warp 0). The step adds the same 16
-/// products to the same accumulator as the wgmma step, with the same bits
-/// (`tests/gpu_tensor_cores.rs::the_mma_sync_and_wgmma_paths_give_the_same_bits`); its
-/// dependent latency is a third of a wgmma's, which at decode is the chain's whole cost.
-/// Rows 8–15 of a tile of 8 read the stage's next bytes: never stored.
-///
-/// # Safety
-/// Every lane of one warp calls it together (`lane` its lane); stage `s` has landed.
-#[inline(always)]
-unsafe fn mma_sync_steps<E: WgmmaElement, const BN: u32, const BM: u32, const STEPS: u32>(
-    st: &Stages<BN, BM>,
-    acc: &mut [f32; 128],
-    lane: u32,
-    s: u32,
-    j: u32,
-) {
-    let (a_tile, b_tile) = (st.a_slice(s, j), st.b_slice(s, j));
-    // ldmatrix.x4 of A: matrices (rows 0–7, k 0–7), (8–15, k 0–7), (0–7, k 8–15), (8–15,
-    // k 8–15), the fragment's a[0..4]; of 16 columns of B: (columns 0–7, k 0–7), (0–7,
-    // k 8–15), (8–15, k 0–7), (8–15, k 8–15), the b[0..2] of two blocks of 8 columns.
-    let (a_row, a_half) = (lane % 16, lane / 16);
-    let (b_row, b_half) = (lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
-    for step in 0..STEPS {
-        // SAFETY (both loads): inside stage s (rows below 16 of A's 1024-byte aligned tile,
-        // which the stage pitch covers; rows below BN of B's); the whole warp.
-        let a = unsafe { ldmatrix_x4(swizzled_chunk(a_tile, a_row, 2 * step + a_half)) };
-        for i in 0..(BN / 16) as usize {
-            let row = 16 * i as u32 + b_row;
-            // SAFETY: as above.
-            let b = unsafe { ldmatrix_x4(swizzled_chunk(b_tile, row, 2 * step + b_half)) };
-            for (h, pair) in [[b[0], b[1]], [b[2], b[3]]].iter().enumerate() {
-                let c = 8 * i + 4 * h;
-                let mut d = [acc[c], acc[c + 1], acc[c + 2], acc[c + 3]];
-                E::mma_m16n8k16(&mut d, &a, pair);
-                acc[c..c + 4].copy_from_slice(&d);
-            }
-        }
-    }
 }
