@@ -155,15 +155,30 @@ class GraphDecoder:
         self.pos = torch.zeros(1, dtype=torch.long, device=p.device)
         self.cache: Any = None
         self.cuda_graph: Any = None
+        # Eager attention: the step's additive mask over the static cache, built from `pos`
+        # by device ops. transformers builds it with `torch.tensor(0.0, device=...)`, a copy
+        # from pageable host memory that a CUDA graph capture refuses; a 4-D mask it takes
+        # as given.
+        self.mask_parts: Any = None
+        if getattr(model.config, "_attn_implementation", None) == "eager":
+            self.mask_parts = (torch.arange(max_len, device=p.device),
+                               torch.zeros((), dtype=p.dtype, device=p.device),
+                               torch.full((), torch.finfo(p.dtype).min, dtype=p.dtype,
+                                          device=p.device))
         self.logits: Any = None
         self.step = self._step
         if graph == "compile":
             self.step = torch.compile(self._step, mode="reduce-overhead", dynamic=False)
 
     def _step(self) -> torch.Tensor:
+        mask = None
+        if self.mask_parts is not None:
+            kv, zero, lowest = self.mask_parts
+            mask = torch.where(kv <= self.pos, zero, lowest).expand(self.batch, 1, 1, -1)
         return self.model(input_ids=self.tok, past_key_values=self.cache,
                           cache_position=self.pos, position_ids=self.pos[None].expand(
-                              self.batch, 1), use_cache=True).logits[:, -1]
+                              self.batch, 1), attention_mask=mask,
+                          use_cache=True).logits[:, -1]
 
     def run(self, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
         self.cache = self.cache or _static_cache(self.transformers, self.model, self.batch,
