@@ -304,7 +304,8 @@ fn portable_family_is_complete(prefix: &str, names: &[String], threads: u32) {
 
 /// The portable module holds every few-row scalar entry the planner can name
 /// (`host/src/cuda/scalar.rs`: `sgemm_bi_scalar_rows_<dtype>_<B layout>_m<rows>`, rows 4,
-/// 16, 32 and 64), and each gets the launch bounds of its 128-thread blocks.
+/// 16, 32 and 64), and each gets the launch bounds of its 192-thread blocks (four chain warps,
+/// two producers).
 #[test]
 fn every_few_row_entry_is_in_the_portable_module() {
     let mut names = Vec::new();
@@ -315,7 +316,7 @@ fn every_few_row_entry_is_in_the_portable_module() {
             }
         }
     }
-    portable_family_is_complete("sgemm_bi_scalar_rows_", &names, 128);
+    portable_family_is_complete("sgemm_bi_scalar_rows_", &names, 192);
 }
 
 /// The portable module holds every scalar grouped entry the planner can name

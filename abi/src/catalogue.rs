@@ -158,9 +158,9 @@ pub struct LaunchBounds {
 impl Family {
     /// The launch bounds of the family's entries.
     ///
-    /// - Few-row scalar: 128 threads ([`scalar::rows::THREADS`]); two blocks per SM allow
-    ///   255 registers, which the 64-row entries need (at 128 ptxas spills their unrolled
-    ///   stages), and 58–128 is what ptxas gives them all.
+    /// - Few-row scalar: 192 threads ([`scalar::rows::THREADS`]: four chain warps, two
+    ///   producers); two blocks per SM allow 168 registers, above the 128 at which ptxas
+    ///   spilled the 64-row entries' unrolled stages.
     /// - Tiled scalar: 256 threads ([`scalar::THREADS`]), two blocks per SM to hide latency,
     ///   which caps them at 128 registers (ptxas fits them unspilled).
     /// - Grouped scalar (both splits): 256 threads ([`scalar::grouped::THREADS`]), four

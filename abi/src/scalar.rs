@@ -128,23 +128,38 @@ const _: () = check::<{ wide::BN }, { wide::BK }, { wide::TN }>();
 const _: () = check::<{ narrow::BN }, { narrow::BK }, { narrow::TN }>();
 
 /// The few-row kernel (`M ≤ 64`, decode and the bias gradient's `onesᵀ · dY`): a block owns
-/// [`rows::BN`] columns and `4 · TM` rows; each lane of a warp runs the chains of one column
-/// for `TM` rows of its own, reading B and A from a ring of `stages` shared-memory stages
-/// that `cp.async` fills ahead of the chains. Parallelism comes from N (one block per 32
-/// columns) and from streaming B, never from splitting K: every chain is the contract's one
-/// ascending fma chain.
+/// [`rows::BN`] columns and `4 · TM` rows; each lane of a chain warp runs the chains of one
+/// column for `TM` rows of its own, reading B and A from a ring of `stages` shared-memory
+/// stages that producer warps fill by `cp.async` ahead of the chains and hand over through
+/// mbarriers. Parallelism comes from N (one block per 32 columns) and from streaming B, never
+/// from splitting K: every chain is the contract's one ascending fma chain.
 pub mod rows {
     /// Output columns per block: one per lane.
     pub const BN: u32 = 32;
-    /// Warps per block, each owning `TM` consecutive rows of the block's tile.
+    /// Chain warps per block, each owning `TM` consecutive rows of the block's tile.
     pub const WARPS: u32 = 4;
+    /// Producer warps per block: they copy the stages, convert a 16-bit A to f32 and signal
+    /// the chain warps; they come first, so that the chain warps are warps 2–5 and the one
+    /// chain warp busy at M ≤ TM has a scheduler without a producer on it.
+    pub const PRODUCER_WARPS: u32 = 2;
+    /// Producer threads per block.
+    pub const PRODUCER_THREADS: u32 = PRODUCER_WARPS * 32;
     /// Threads per block.
-    pub const THREADS: u32 = WARPS * 32;
+    pub const THREADS: u32 = (WARPS + PRODUCER_WARPS) * 32;
     /// Bytes of one `cp.async` piece: a staged row of k is copied in pieces of this size.
     pub const PIECE: u32 = 16;
     /// k steps a lane reads at once from a staged B column: 16 bytes of f32 twice, or of a
     /// 16-bit type once.
     pub const GROUP: u32 = 8;
+    /// Most `cp.async` pieces of one operand a producer thread copies per stage.
+    pub const MAX_PIECES: u32 = 8;
+    /// Buffers of A converted to f32 (16-bit inputs): the stage the chains read and the next.
+    pub const A_F32_BUFFERS: u32 = 2;
+    /// The largest ring: more stages than this buy nothing the lag cannot already cover.
+    pub const MAX_STAGES: u32 = 12;
+    /// Shared memory a block may use: 99 KiB, the most an sm_86 or sm_89 block may have,
+    /// since the sm80 module serves every GPU.
+    pub const SMEM_LIMIT: u32 = 99 * 1024;
 
     /// The row counts per warp the host can launch (`TM`): 1, 4, 8 and 16, i.e. blocks of 4,
     /// 16, 32 and 64 rows. More rows per lane share each B element among more chains (fewer
@@ -152,9 +167,10 @@ pub mod rows {
     pub const VARIANTS: [u32; 4] = [1, 4, 8, 16];
 
     /// Bytes of k staged per row and stage: a stage holds `stage_k(tm, bytes)` k steps.
+    /// Shorter stages at 8 and 16 rows per warp leave room for more of them in the ring.
     #[inline]
     pub const fn stage_k_bytes(tm: u32) -> u32 {
-        if tm >= 16 {
+        if tm >= 8 {
             128
         } else {
             256
@@ -165,18 +181,6 @@ pub mod rows {
     #[inline]
     pub const fn stage_k(tm: u32, bytes: u32) -> u32 {
         stage_k_bytes(tm) / bytes
-    }
-
-    /// Stages in the ring: as many as fit in 99 KiB (the most a block may have on sm_86 and
-    /// sm_89, which load the same module), so that each block keeps several stages of B in
-    /// flight.
-    #[inline]
-    pub const fn stages(tm: u32) -> u32 {
-        match tm {
-            1 => 6,
-            4 => 5,
-            _ => 4,
-        }
     }
 
     /// Byte pitch of a staged B column (k-contiguous B): 16 bytes over the row, so that the
@@ -209,16 +213,47 @@ pub mod rows {
         }
     }
 
-    /// Dynamic shared memory of a block: the ring of B and A stages, then two buffers of f32
-    /// A (the stage being read and the next one being converted).
+    /// Stages in the ring: as many as fit beside the f32 buffers of A and the barriers in
+    /// [`SMEM_LIMIT`], at most [`MAX_STAGES`].
+    #[inline]
+    pub const fn stages(tm: u32, bytes: u32) -> u32 {
+        let fixed = A_F32_BUFFERS * a_f32_bytes(tm, bytes) + barrier_bytes(MAX_STAGES);
+        let fit = (SMEM_LIMIT - fixed) / (b_stage_bytes(tm) + a_stage_bytes(tm));
+        if fit > MAX_STAGES {
+            MAX_STAGES
+        } else {
+            fit
+        }
+    }
+
+    /// Stages whose copies a producer keeps in flight before it waits for the oldest: two
+    /// slots of the ring are the stage the chains read and the one converted for them next
+    /// (the f32 buffers of A are reused two stages apart, which the producer's wait for a
+    /// free slot then also covers).
+    #[inline]
+    pub const fn lag(tm: u32, bytes: u32) -> u32 {
+        stages(tm, bytes) - A_F32_BUFFERS
+    }
+
+    /// Bytes of the ring's mbarriers: a "full" and an "empty" one per slot, 8 bytes each.
+    #[inline]
+    pub const fn barrier_bytes(stages: u32) -> u32 {
+        2 * stages * 8
+    }
+
+    /// Dynamic shared memory of a block: the ring of B and A stages, the f32 buffers of A,
+    /// then the barriers.
     #[inline]
     pub const fn smem_bytes(tm: u32, bytes: u32) -> u32 {
-        stages(tm) * (b_stage_bytes(tm) + a_stage_bytes(tm)) + 2 * a_f32_bytes(tm, bytes)
+        let s = stages(tm, bytes);
+        s * (b_stage_bytes(tm) + a_stage_bytes(tm))
+            + A_F32_BUFFERS * a_f32_bytes(tm, bytes)
+            + barrier_bytes(s)
     }
 
     const fn check(tm: u32, bytes: u32) {
         assert!(
-            smem_bytes(tm, bytes) <= 99 * 1024,
+            smem_bytes(tm, bytes) <= SMEM_LIMIT,
             "fits sm_86/sm_89 blocks"
         );
         assert!(stage_k(tm, bytes) % GROUP == 0, "whole groups per stage");
@@ -227,10 +262,21 @@ pub mod rows {
             "whole pieces per staged row"
         );
         assert!(
-            (BN * stage_k_bytes(tm) / PIECE) % THREADS == 0,
-            "every thread copies the same number of B pieces"
+            (BN * stage_k_bytes(tm) / PIECE) % PRODUCER_THREADS == 0,
+            "every producer copies the same number of B pieces"
         );
-        assert!(stages(tm) >= 2, "a ring");
+        assert!(
+            BN * stage_k_bytes(tm) / PIECE <= MAX_PIECES * PRODUCER_THREADS,
+            "B's pieces fit the producers' registers"
+        );
+        assert!(
+            a_stage_bytes(tm) / PIECE <= MAX_PIECES * PRODUCER_THREADS,
+            "A's pieces fit the producers' registers"
+        );
+        assert!(
+            lag(tm, bytes) >= 1 && lag(tm, bytes) <= 10,
+            "a lag the kernel waits for"
+        );
     }
 
     const _: () = {

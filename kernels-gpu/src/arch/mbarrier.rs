@@ -1,5 +1,6 @@
 //! Shared-memory barriers with transaction counts (`mbarrier`, sm_90 forms), the completion
-//! mechanism of the bulk tensor copies (`arch::tma`).
+//! mechanism of the bulk tensor copies (`arch::tma`). The portable module's plain forms are in
+//! `arch::mbarrier_sm80`.
 //!
 //! A barrier is 8 bytes of shared memory. Each phase completes when its expected arrivals
 //! have arrived and its expected transaction bytes have landed; waiters name the phase by its

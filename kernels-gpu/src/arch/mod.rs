@@ -10,6 +10,7 @@ pub mod global;
 pub mod ldmatrix;
 #[cfg(sgemm_bi_sm90a)]
 pub mod mbarrier;
+pub mod mbarrier_sm80;
 pub mod mma;
 pub mod shared;
 pub mod sync;

@@ -10,6 +10,22 @@ pub fn bar_sync() {
     unsafe { asm!("bar.sync 0;", options(nostack)) };
 }
 
+/// `bar.warp.sync 0xffffffff`: every lane of the warp arrives; orders the lanes' memory
+/// accesses, so that one lane's release afterwards covers the whole warp's.
+#[inline(always)]
+pub fn syncwarp() {
+    // SAFETY: callers reach it with all 32 lanes (outside lane-dependent branches).
+    unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
+}
+
+/// `nanosleep.u32 ns`: suspends the warp for about `ns` nanoseconds (0 to 2 · ns), leaving
+/// its scheduler's issue slots and the shared-memory pipe to the others while it polls.
+#[inline(always)]
+pub fn nanosleep(ns: u32) {
+    // SAFETY: touches no memory.
+    unsafe { asm!("nanosleep.u32 {t};", t = in(reg32) ns, options(nostack, nomem)) };
+}
+
 /// `bar.sync ID, COUNT`: a named barrier for `COUNT` threads (a multiple of 32), e.g. one
 /// warpgroup; orders their shared-memory accesses without stopping the rest of the block.
 #[inline(always)]

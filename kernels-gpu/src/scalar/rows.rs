@@ -3,21 +3,22 @@
 //! The tiled kernel (`super::gemm`) gives each block 128 rows, so at M ≤ 64 a 4096-column
 //! call has 32 blocks for 132 multiprocessors, and each of its threads runs 64 chains: the
 //! call costs what 128 rows cost, 30× the time of streaming W once. Here a block owns
-//! [`BN`] = 32 columns and `WARPS · TM` rows; lane `l` of warp `w` runs the chains of column
-//! `l` for rows `w · TM .. (w + 1) · TM`, so a 4096-column call has 128 blocks and every
-//! chain has a thread of its own. The chains are the contract's (C3): each output is one f32
-//! accumulator from +0.0 taking `fma(A[i, k], B[k, j], acc)` for k = 0 … K−1 in order,
-//! nothing padded (the last stage runs exactly the k steps that remain).
+//! [`BN`] = 32 columns and `WARPS · TM` rows; lane `l` of chain warp `w` runs the chains of
+//! column `l` for rows `w · TM .. (w + 1) · TM`, so a 4096-column call has 128 blocks and
+//! every chain has a thread of its own. The chains are the contract's (C3): each output is
+//! one f32 accumulator from +0.0 taking `fma(A[i, k], B[k, j], acc)` for k = 0 … K−1 in
+//! order, nothing padded (the last stage runs exactly the k steps that remain).
 //!
-//! What is meant to keep the chains fed is that no chain loads from global memory: all
-//! threads copy stages of B (32 columns × a few hundred bytes of k) and A by `cp.async` into
-//! a ring of `stages` slots, [`stages`] − 1 ahead of the stage the chains read, so each block
-//! has tens of KiB of W in flight (not yet enough at N ≤ 4096, and the per-stage barrier
-//! still sits on the chains' path: docs/perf-notes.md, "Scalar tier, version 6"). A 16-bit A
-//! is converted to f32 once per stage by the whole block (the lanes of a warp all read the
-//! same A element, so converting it inside the chain would cost an instruction per fma), one
-//! stage ahead of the chains so that one barrier per stage orders everything; B is converted
-//! by the lane that owns the column, once for its `TM` chains.
+//! The block is warp-specialized so that a chain never waits for anything but its data:
+//! - [`PRODUCER_WARPS`] producer warps copy stages of B (32 columns × 128 or 256 bytes of k)
+//!   and A by `cp.async` into a ring of `stages` slots, keeping [`lag`] stages in flight.
+//!   When a stage has landed (each producer waits for its own copies), they convert their
+//!   own pieces of a 16-bit A to f32 (the lanes of a chain warp all read the same A element,
+//!   so converting it inside the chain would cost an instruction per fma) and arrive on the
+//!   slot's "full" mbarrier.
+//! - The [`WARPS`] chain warps wait on "full", run the stage and arrive on the slot's
+//!   "empty" mbarrier, which the producers wait on before refilling it. No block barrier
+//!   stands between stages, and the ring runs on from one tile to the next.
 //!
 //! The host launches these only for operands whose `cp.async` pieces are aligned: A read
 //! along K (row-major, or one row), B either way, each base, leading dimension and batch
@@ -25,15 +26,16 @@
 //! tiled kernel, which gives the same bits.
 
 use super::config::rows::{
-    a_stage_bytes, b_pitch, b_stage_bytes, stage_k, stage_k_bytes, stages, BN, GROUP, PIECE,
-    THREADS, WARPS,
+    a_f32_bytes, a_stage_bytes, b_pitch, b_stage_bytes, lag, stage_k, stage_k_bytes, stages, BN,
+    GROUP, MAX_PIECES, PIECE, PRODUCER_THREADS, PRODUCER_WARPS, WARPS,
 };
 use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
+use crate::arch::mbarrier_sm80 as mbarrier;
 use crate::arch::shared::{
     dyn_smem_base, ld_shared_b32, ld_shared_u16, ld_shared_v4_b32, ld_shared_v4_f32,
     st_shared_v4_b32,
 };
-use crate::arch::sync::bar_sync;
+use crate::arch::sync::{bar_sync, nanosleep, syncwarp};
 use crate::element::Element;
 use crate::finish::{bias_at, finish};
 use crate::params::{GemmParams, BIAS_NONE};
@@ -41,8 +43,7 @@ use crate::schedule::{self, Tile};
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x, _thread_idx_x};
 use core::intrinsics::fmaf32;
 
-/// The whole kernel: for each tile this block owns, stream its K through the ring and run
-/// the chains, then finish and store.
+/// The whole kernel: the barriers set up, then each warp to its role.
 ///
 /// # Safety
 /// `p` describes buffers valid for the spans the host validated, with A read along K and the
@@ -52,28 +53,90 @@ use core::intrinsics::fmaf32;
 pub unsafe fn gemm<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(p: &GemmParams) {
     let ring = Ring::new::<E, TM>();
     let tid = _thread_idx_x() as u32;
-    let rows = (WARPS as usize * TM) as u64;
-    let total = p.tiles_m * p.tiles_n * p.batch;
-    let mut tile = _block_idx_x() as u64;
-    while tile < total {
-        let t = schedule::tile_at(p, tile, rows, BN as u64);
-        // SAFETY: forwarded contract; `t` is a tile inside the problem.
-        let acc = unsafe { chains::<E, B_K_CONTIGUOUS, TM>(p, &t, &ring, tid) };
+    if tid == 0 {
+        let mut s = 0;
+        while s < ring.stages {
+            // SAFETY: the barriers lie at the end of the block's dynamic shared memory,
+            // 8-byte aligned; nobody uses them before the block barrier below.
+            unsafe {
+                mbarrier::init(ring.full(s), PRODUCER_WARPS);
+                mbarrier::init(ring.empty(s), chain_warps::<TM>(p.m));
+            }
+            s += 1;
+        }
+    }
+    // The one block barrier: the mbarriers are initialised before anyone arrives or waits.
+    bar_sync();
+    let warp = tid / 32;
+    if warp < PRODUCER_WARPS {
         // SAFETY: forwarded contract.
-        unsafe { store::<TM>(p, &t, tid, &acc) };
-        // The next tile's first copies reuse slots that slower warps may still be reading.
-        bar_sync();
-        tile += _grid_dim_x() as u64;
+        unsafe { produce::<E, B_K_CONTIGUOUS, TM>(p, &ring, tid) };
+    } else if warp - PRODUCER_WARPS < chain_warps::<TM>(p.m) {
+        // SAFETY: forwarded contract.
+        unsafe { chains::<E, B_K_CONTIGUOUS, TM>(p, &ring, warp - PRODUCER_WARPS, tid % 32) };
     }
 }
 
+/// The chain warps that run: those with rows below M in the first tile row (all four once
+/// M fills a block). The rest exit at once, so that nothing polls the ring without need;
+/// in a later, partial tile row a running warp whose rows lie past M runs its chains on the
+/// zeros the copies fill in and stores nothing.
+#[inline(always)]
+fn chain_warps<const TM: usize>(m: u64) -> u32 {
+    m.div_ceil(TM as u64).min(WARPS as u64) as u32
+}
+
+/// The tiles of this block, in order: block b takes tiles b, b + grid, ….
+#[inline(always)]
+fn first_tile() -> u64 {
+    // SAFETY: reads a special register.
+    unsafe { _block_idx_x() as u64 }
+}
+
+/// The distance between a block's tiles.
+#[inline(always)]
+fn tile_step() -> u64 {
+    // SAFETY: reads a special register.
+    unsafe { _grid_dim_x() as u64 }
+}
+
+/// [`wait_parity`] with a short sleep between polls: a producer ahead of the chains waits
+/// here most of a stage, and its polls would take shared-memory cycles from the chains.
+///
+/// # Safety
+/// As for `mbarrier_sm80::test_wait_parity`.
+#[inline(always)]
+unsafe fn wait_parity_sleeping(bar: u32, parity: u32) {
+    // SAFETY: forwarded contract.
+    while !unsafe { mbarrier::test_wait_parity(bar, parity) } {
+        nanosleep(32);
+    }
+}
+
+/// Spins until the phase of parity `parity` of barrier `bar` has completed (sm_80 has no
+/// waiting form; the spinning warps are the few without work at that moment).
+///
+/// # Safety
+/// As for `mbarrier_sm80::test_wait_parity`.
+#[inline(always)]
+unsafe fn wait_parity(bar: u32, parity: u32) {
+    // SAFETY: forwarded contract.
+    while !unsafe { mbarrier::test_wait_parity(bar, parity) } {}
+}
+
 /// Where the stages live in shared memory, and their sizes for one element type and `TM`.
+/// Stage g (counted over all of the block's tiles) takes slot `g % stages`, and its A in
+/// f32 buffer `g % 2`.
 struct Ring {
-    /// `stages` slots of B, then `stages` slots of A as loaded, then two of f32 A.
+    /// `stages` slots of B, then `stages` slots of A as loaded, then two of f32 A, then the
+    /// "full" and "empty" barriers of each slot.
     b: u32,
     a: u32,
     a_f32: u32,
+    barriers: u32,
     stages: u32,
+    /// Stages a producer keeps in flight.
+    lag: u32,
     /// k steps per stage.
     k: u64,
     /// Bytes of a staged row of k (A as loaded, and B's columns before their padding).
@@ -81,44 +144,71 @@ struct Ring {
     b_pitch: u32,
     b_slot: u32,
     a_slot: u32,
+    a_f32_slot: u32,
 }
 
 impl Ring {
     #[inline(always)]
     fn new<E: Element, const TM: usize>() -> Self {
-        let tm = TM as u32;
+        let (tm, bytes) = (TM as u32, E::BYTES as u32);
         let base = dyn_smem_base();
-        let stages = stages(tm);
-        let (b_slot, a_slot) = (b_stage_bytes(tm), a_stage_bytes(tm));
+        let stages = stages(tm, bytes);
+        let (b_slot, a_slot, a_f32_slot) =
+            (b_stage_bytes(tm), a_stage_bytes(tm), a_f32_bytes(tm, bytes));
+        let a_f32 = base + stages * (b_slot + a_slot);
         Ring {
             b: base,
             a: base + stages * b_slot,
-            a_f32: base + stages * (b_slot + a_slot),
+            a_f32,
+            barriers: a_f32 + 2 * a_f32_slot,
             stages,
-            k: stage_k(tm, E::BYTES as u32) as u64,
+            lag: lag(tm, bytes),
+            k: stage_k(tm, bytes) as u64,
             row_bytes: stage_k_bytes(tm),
             b_pitch: b_pitch(tm),
             b_slot,
             a_slot,
+            a_f32_slot,
         }
     }
-}
 
-/// Most `cp.async` pieces a thread copies of one operand per stage (B: 512 or 256 pieces,
-/// A: up to 512, over 128 threads).
-const MAX_PIECES: usize = 4;
+    /// The barrier that says slot `s` holds a stage ready for the chains.
+    #[inline(always)]
+    fn full(&self, s: u32) -> u32 {
+        self.barriers + s * 8
+    }
+
+    /// The barrier that says the chains are done with slot `s`.
+    #[inline(always)]
+    fn empty(&self, s: u32) -> u32 {
+        self.barriers + (self.stages + s) * 8
+    }
+
+    /// Slot and phase parity of stage `g`.
+    #[inline(always)]
+    fn slot(&self, g: u64) -> (u32, u32) {
+        let s = self.stages as u64;
+        ((g % s) as u32, ((g / s) % 2) as u32)
+    }
+
+    /// The f32 A of stage `g` (16-bit inputs).
+    #[inline(always)]
+    fn a_f32_of(&self, g: u64) -> u32 {
+        self.a_f32 + (g % 2) as u32 * self.a_f32_slot
+    }
+}
 
 /// This thread's pieces of one operand, worked out once per tile so that a stage's copies
 /// cost an add and a compare each: piece i of stage kt reads from `src[i] + kt · step`
 /// into `dst[i]` of the stage's slot, and holds k steps from `kt · stage_k + k[i]`.
 struct Pieces {
     count: usize,
-    src: [u64; MAX_PIECES],
-    dst: [u32; MAX_PIECES],
-    k: [u32; MAX_PIECES],
+    src: [u64; MAX_PIECES as usize],
+    dst: [u32; MAX_PIECES as usize],
+    k: [u32; MAX_PIECES as usize],
     /// Bytes of the piece inside the matrix across K (its row or columns exist), or 0.
     /// An operand read along K clips this further where K ends.
-    width: [u32; MAX_PIECES],
+    width: [u32; MAX_PIECES as usize],
     /// Bytes between one stage's source and the next.
     step: u64,
     /// Whether the piece runs along K (A, a k-contiguous B), so that K's end clips it.
@@ -126,30 +216,30 @@ struct Pieces {
 }
 
 impl Pieces {
-    /// The pieces of a staged operand of `rows` rows of `row_bytes`, thread `tid`'s share:
-    /// piece q (= tid + i · THREADS) is piece `q % per_row` of staged row `q / per_row`.
-    /// `place(row, seg)` gives (source at stage 0, destination in the slot, k offset in
-    /// the stage, bytes inside the matrix across K).
+    /// The pieces of a staged operand of `rows` rows of `row_bytes`, producer thread
+    /// `ptid`'s share: piece q (= ptid + i · PRODUCER_THREADS) is piece `q % per_row` of
+    /// staged row `q / per_row`. `place(row, seg)` gives (source at stage 0, destination in
+    /// the slot, k offset in the stage, bytes inside the matrix across K).
     #[inline(always)]
     fn new(
         (rows, per_row): (u32, u32),
-        tid: u32,
+        ptid: u32,
         step: u64,
         along_k: bool,
         place: impl Fn(u32, u32) -> (u64, u32, u32, u32),
     ) -> Self {
         let mut p = Pieces {
             count: 0,
-            src: [0; MAX_PIECES],
-            dst: [0; MAX_PIECES],
-            k: [0; MAX_PIECES],
-            width: [0; MAX_PIECES],
+            src: [0; MAX_PIECES as usize],
+            dst: [0; MAX_PIECES as usize],
+            k: [0; MAX_PIECES as usize],
+            width: [0; MAX_PIECES as usize],
             step,
             along_k,
         };
         let total = rows * per_row;
-        unroll4!(i => {
-            let q = tid + i as u32 * THREADS;
+        unroll8!(i => {
+            let q = ptid + i as u32 * PRODUCER_THREADS;
             if q < total {
                 let (src, dst, k, width) = place(q / per_row, q % per_row);
                 (p.src[i], p.dst[i], p.k[i], p.width[i]) = (src, dst, k, width);
@@ -180,7 +270,7 @@ impl Pieces {
         // widths, with no per-piece arithmetic on K (the profile of a first version spent
         // most of a decode call here).
         if (kt + 1) * stage_k <= k_limit {
-            unroll4!(i => {
+            unroll8!(i => {
                 if i < self.count {
                     let bytes = self.width[i];
                     let src = if bytes == 0 { fallback } else { self.src[i] + offset };
@@ -193,7 +283,7 @@ impl Pieces {
             });
         } else {
             let per_piece = PIECE as u64 / E::BYTES;
-            unroll4!(i => {
+            unroll8!(i => {
                 if i < self.count {
                     let k = kt * stage_k + self.k[i] as u64;
                     let bytes = if k >= k_limit {
@@ -219,14 +309,15 @@ struct Copies {
 }
 
 impl Copies {
-    /// This thread's pieces of tile `t` (the batch entry's A from row `t.m0`, B from column
-    /// `t.n0`).
+    /// Producer thread `ptid`'s pieces of tile `t` (the batch entry's A from row `t.m0`, B
+    /// from column `t.n0`). A's piece q lands at byte `q · PIECE` of its slot, which is what
+    /// [`convert_a`] relies on.
     #[inline(always)]
     fn new<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
         p: &GemmParams,
         t: &Tile,
         ring: &Ring,
-        tid: u32,
+        ptid: u32,
     ) -> Self {
         let bytes = E::BYTES;
         let per_piece = PIECE as u64 / bytes;
@@ -246,7 +337,7 @@ impl Copies {
             // Staged rows are B's columns n0 .. n0 + 32, each `row_bytes` of k.
             Pieces::new(
                 (BN, ring.row_bytes / PIECE),
-                tid,
+                ptid,
                 stage_bytes,
                 true,
                 |col, seg| {
@@ -264,7 +355,7 @@ impl Copies {
             let per_row = BN * bytes as u32 / PIECE;
             Pieces::new(
                 (ring.k as u32, per_row),
-                tid,
+                ptid,
                 ring.k * p.ldb * bytes,
                 false,
                 |k, seg| {
@@ -281,7 +372,7 @@ impl Copies {
         let rows = WARPS * TM as u32;
         let a = Pieces::new(
             (rows, ring.row_bytes / PIECE),
-            a_worker(tid),
+            ptid,
             stage_bytes,
             true,
             |row, seg| {
@@ -297,13 +388,12 @@ impl Copies {
         Copies { b, a }
     }
 
-    /// Issues this thread's copies of stage `kt` into its slot (not committed).
+    /// Issues this thread's copies of stage `kt` into slot `slot` (not committed).
     ///
     /// # Safety
-    /// As for [`gemm`]; `self` was made for this tile.
+    /// As for [`gemm`]; `self` was made for this tile; the chains are done with the slot.
     #[inline(always)]
-    unsafe fn stage<E: Element>(&self, operands: &Bounds, ring: &Ring, kt: u64) {
-        let slot = (kt % ring.stages as u64) as u32;
+    unsafe fn stage<E: Element>(&self, operands: &Bounds, ring: &Ring, kt: u64, slot: u32) {
         let Bounds { k, a, b } = *operands;
         // SAFETY: forwarded contract.
         unsafe {
@@ -326,29 +416,123 @@ struct Bounds {
     b: u64,
 }
 
-/// The thread that takes A's piece `q` first: numbering from the block's upper half, so
-/// that at few rows (64 pieces a stage) the copies and conversions of A fall to warps 2 and
-/// 3, which have no rows at M ≤ 8, and not to warp 0, which runs chains.
-#[inline(always)]
-fn a_worker(tid: u32) -> u32 {
-    (tid + THREADS / 2) % THREADS
-}
-
-/// Converts a 16-bit stage of A to f32 in the half `parity` of the f32 buffers: piece q of
-/// the loaded slot (8 elements) becomes 32 bytes at q · 32, so rows keep their order with
-/// twice the pitch.
+/// A producer thread's whole run: every stage of every tile of the block, in order, then
+/// [`Ring::lag`] steps that only finish the stages still in flight.
+///
+/// Step g waits until the chains are done with the slot's previous stage (g − stages),
+/// issues stage g's copies as one `cp.async` group, then waits for stage g − lag (its own
+/// copies of it) and finishes it: converts its own pieces of a 16-bit A into f32 buffer
+/// (g − lag) % 2, which the chains last read at stage g − lag − 2 = g − stages, released by
+/// the same wait, and arrives on the slot's "full" barrier for its warp.
 ///
 /// # Safety
-/// The slot's copies have landed and are visible to the block (after a barrier); nobody
-/// reads half `parity` until the next barrier.
+/// As for [`gemm`]; `ptid` < `PRODUCER_THREADS`.
 #[inline(always)]
-unsafe fn convert_a<E: Element, const TM: usize>(ring: &Ring, slot: u32, parity: u32, tid: u32) {
+unsafe fn produce<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+    p: &GemmParams,
+    ring: &Ring,
+    ptid: u32,
+) {
+    let bounds = Bounds {
+        k: p.k,
+        a: p.a,
+        b: p.b,
+    };
+    let k_tiles = p.k.div_ceil(ring.k);
+    let total = p.tiles_m * p.tiles_n * p.batch;
+    let rows = (WARPS as usize * TM) as u64;
+    let lag = ring.lag as u64;
+    let mut g = 0u64;
+    let mut tile = first_tile();
+    while tile < total {
+        let t = schedule::tile_at(p, tile, rows, BN as u64);
+        let copies = Copies::new::<E, B_K_CONTIGUOUS, TM>(p, &t, ring, ptid);
+        let mut kt = 0;
+        while kt < k_tiles {
+            // SAFETY: forwarded contract; `copies` is this tile's.
+            unsafe { producer_step::<E, TM>(ring, g, Some((&copies, &bounds, kt)), ptid) };
+            g += 1;
+            kt += 1;
+        }
+        tile += tile_step();
+    }
+    let end = g + lag;
+    while g < end {
+        // SAFETY: forwarded contract.
+        unsafe { producer_step::<E, TM>(ring, g, None, ptid) };
+        g += 1;
+    }
+}
+
+/// Step `g` of a producer (see [`produce`]): `copies` is stage g's tile and k tile, or None
+/// past the block's last stage.
+///
+/// # Safety
+/// As for [`produce`].
+#[inline(always)]
+unsafe fn producer_step<E: Element, const TM: usize>(
+    ring: &Ring,
+    g: u64,
+    copies: Option<(&Copies, &Bounds, u64)>,
+    ptid: u32,
+) {
+    let (slot, parity) = ring.slot(g);
+    if g >= ring.stages as u64 {
+        // SAFETY: the barrier is initialised; its phase for stage g − stages is the current
+        // one or just completed (stage g − 2 · stages was released before step g − stages
+        // went on).
+        unsafe { wait_parity_sleeping(ring.empty(slot), parity ^ 1) };
+    }
+    if let Some((copies, bounds, kt)) = copies {
+        // SAFETY: forwarded contract; the chains are done with the slot (above).
+        unsafe { copies.stage::<E>(bounds, ring, kt, slot) };
+    }
+    cp_async_commit_group();
+    let lag = ring.lag as u64;
+    if g < lag {
+        return;
+    }
+    // Stage g − lag is the oldest group in flight but `lag`.
+    match ring.lag {
+        1 => cp_async_wait_group::<1>(),
+        2 => cp_async_wait_group::<2>(),
+        3 => cp_async_wait_group::<3>(),
+        4 => cp_async_wait_group::<4>(),
+        5 => cp_async_wait_group::<5>(),
+        6 => cp_async_wait_group::<6>(),
+        7 => cp_async_wait_group::<7>(),
+        8 => cp_async_wait_group::<8>(),
+        9 => cp_async_wait_group::<9>(),
+        _ => cp_async_wait_group::<10>(),
+    }
+    let h = g - lag;
+    let (done, _) = ring.slot(h);
+    if E::BYTES != 4 {
+        // SAFETY: this thread's copies of stage h have landed (above); the chains are done
+        // with f32 buffer h % 2 (stage h − 2 = g − stages, waited for above).
+        unsafe { convert_a::<E, TM>(ring, done, ring.a_f32_of(h), ptid) };
+    }
+    // The warp's copies and conversions, then one arrival for the warp (release).
+    syncwarp();
+    if ptid % 32 == 0 {
+        // SAFETY: the barrier is initialised; this warp arrives once per phase.
+        unsafe { mbarrier::arrive(ring.full(done)) };
+    }
+}
+
+/// Converts producer thread `ptid`'s pieces of a 16-bit A in slot `slot` (the pieces it
+/// copied: q = ptid + i · PRODUCER_THREADS, at byte q · PIECE) to f32 at `dst`: piece q
+/// (8 elements) becomes 32 bytes at q · 32, so rows keep their order with twice the pitch.
+///
+/// # Safety
+/// This thread's copies into the slot have landed; nobody reads `dst` until the stage is
+/// handed over.
+#[inline(always)]
+unsafe fn convert_a<E: Element, const TM: usize>(ring: &Ring, slot: u32, dst: u32, ptid: u32) {
     let count = WARPS * TM as u32 * (ring.row_bytes / PIECE);
     let src = ring.a + slot * ring.a_slot;
-    let dst = ring.a_f32 + parity * 2 * ring.a_slot;
-    let mut i = 0;
-    while i < count.div_ceil(THREADS) {
-        let q = a_worker(tid) + i * THREADS;
+    unroll8!(i => {
+        let q = ptid + i as u32 * PRODUCER_THREADS;
         if q < count {
             // SAFETY: piece q of the slot, and its 32 bytes of f32, lie inside their buffers.
             unsafe {
@@ -360,8 +544,7 @@ unsafe fn convert_a<E: Element, const TM: usize>(ring: &Ring, slot: u32, parity:
                 );
             }
         }
-        i += 1;
-    }
+    });
 }
 
 /// Eight consecutive elements from raw words: a 16-bit type's eight are `lo` (low half of
@@ -385,90 +568,41 @@ fn unpack8<E: Element>(lo: [u32; 4], hi: [u32; 4]) -> [f32; 8] {
     }
 }
 
-/// Streams the tile's K through the ring and returns this thread's `TM` chains.
+/// A chain warp's whole run: for each tile of the block, every stage as the producers hand
+/// it over, then the tile's outputs finished and stored. Lane `lane` of chain warp `warp`
+/// runs column `n0 + lane` for rows `m0 + warp · TM ..` (see [`chain_warps`]).
 ///
 /// # Safety
-/// As for [`gemm`].
+/// As for [`gemm`]; `warp` < `WARPS`.
 #[inline(always)]
 unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
     p: &GemmParams,
-    t: &Tile,
     ring: &Ring,
-    tid: u32,
-) -> [f32; TM] {
-    let bytes = E::BYTES;
-    let (warp, lane) = (tid / 32, tid % 32);
-    let copies = Copies::new::<E, B_K_CONTIGUOUS, TM>(p, t, ring, tid);
-    let bounds = Bounds {
-        k: p.k,
-        a: p.a,
-        b: p.b,
-    };
-    let k_tiles = p.k.div_ceil(ring.k);
-    // A warp whose rows all lie past M copies and converts with the others but runs no chain.
-    let active = t.m0 + ((warp as usize * TM) as u64) < p.m;
-    let mut acc = [0.0f32; TM];
-
-    let ahead = ring.stages as u64 - 1;
-    let mut kt = 0;
-    while kt < ahead {
-        if kt < k_tiles {
-            // SAFETY: forwarded contract.
-            unsafe { copies.stage::<E>(&bounds, ring, kt) };
-        }
-        cp_async_commit_group();
-        kt += 1;
-    }
-    // A 16-bit A is converted one stage ahead of the chains, between the same barriers:
-    // stage kt + 1 while stage kt computes. Stage 0's goes first.
-    let sixteen = bytes != 4;
-    if sixteen && k_tiles > 0 {
-        match ring.stages {
-            6 => cp_async_wait_group::<4>(),
-            5 => cp_async_wait_group::<3>(),
-            4 => cp_async_wait_group::<2>(),
-            _ => cp_async_wait_group::<0>(),
-        }
-        bar_sync();
-        // SAFETY: stage 0 landed (barrier above); nobody reads f32 A yet.
-        unsafe { convert_a::<E, TM>(ring, 0, 0, tid) };
-    }
-    let mut kt = 0;
-    while kt < k_tiles {
-        // Stage kt (f32), or kt + 1 (16-bit, whose A is converted now), has landed: the
-        // oldest one or two of the `ahead` groups in flight.
-        match (sixteen, ring.stages) {
-            (false, 6) => cp_async_wait_group::<4>(),
-            (false, 5) => cp_async_wait_group::<3>(),
-            (false, 4) => cp_async_wait_group::<2>(),
-            (true, 6) => cp_async_wait_group::<3>(),
-            (true, 5) => cp_async_wait_group::<2>(),
-            (true, 4) => cp_async_wait_group::<1>(),
-            _ => cp_async_wait_group::<0>(),
-        }
-        // Everyone's copies are visible and so is the f32 A of stage kt; everyone is done
-        // with stage kt − 1, whose slot the next copy refills, and with the f32 A half that
-        // stage kt + 1's conversion overwrites.
-        bar_sync();
-        if kt + ahead < k_tiles {
-            // SAFETY: forwarded contract.
-            unsafe { copies.stage::<E>(&bounds, ring, kt + ahead) };
-        }
-        cp_async_commit_group();
-        let slot = (kt % ring.stages as u64) as u32;
-        let a_rows = if sixteen {
-            if kt + 1 < k_tiles {
-                let next = ((kt + 1) % ring.stages as u64) as u32;
-                // SAFETY: stage kt + 1 landed (barrier above); half (kt + 1) % 2 was last
-                // read by stage kt − 1's chains, before the barrier.
-                unsafe { convert_a::<E, TM>(ring, next, ((kt + 1) % 2) as u32, tid) };
-            }
-            ring.a_f32 + (kt % 2) as u32 * 2 * ring.a_slot
-        } else {
-            ring.a + slot * ring.a_slot
-        };
-        if active {
-            let steps = (bounds.k - kt * ring.k).min(ring.k) as u32;
+    warp: u32,
+    lane: u32,
+) {
+    let k = p.k;
+    let k_tiles = k.div_ceil(ring.k);
+    let total = p.tiles_m * p.tiles_n * p.batch;
+    let rows = (WARPS as usize * TM) as u64;
+    let sixteen = E::BYTES != 4;
+    let mut g = 0u64;
+    let mut tile = first_tile();
+    while tile < total {
+        let t = schedule::tile_at(p, tile, rows, BN as u64);
+        let mut acc = [0.0f32; TM];
+        let mut kt = 0;
+        while kt < k_tiles {
+            let (slot, parity) = ring.slot(g);
+            // SAFETY: the barrier is initialised; the producers cannot complete its next
+            // phase before this warp hands the slot back below.
+            unsafe { wait_parity(ring.full(slot), parity) };
+            let a_rows = if sixteen {
+                ring.a_f32_of(g)
+            } else {
+                ring.a + slot * ring.a_slot
+            };
+            let steps = (k - kt * ring.k).min(ring.k) as u32;
             let view = StageView {
                 b: ring.b + slot * ring.b_slot,
                 b_pitch: ring.b_pitch,
@@ -478,17 +612,25 @@ unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
             };
             if steps == ring.k as u32 {
                 let groups = ring.k as u32 / GROUP;
-                // SAFETY: the stage's slots hold `ring.k` k steps.
+                // SAFETY: the stage's slots hold `ring.k` k steps, handed over above.
                 unsafe { full_stage::<E, B_K_CONTIGUOUS, TM>(&view, groups, &mut acc) };
             } else {
-                // SAFETY: the stage's slots hold `steps` k steps.
+                // SAFETY: the stage's slots hold `steps` k steps, handed over above.
                 unsafe { partial_stage::<E, B_K_CONTIGUOUS, TM>(&view, steps, &mut acc) };
             }
+            // Every lane's reads of the slot, then one arrival for the warp (release).
+            syncwarp();
+            if lane == 0 {
+                // SAFETY: the barrier is initialised; this warp arrives once per phase.
+                unsafe { mbarrier::arrive(ring.empty(slot)) };
+            }
+            g += 1;
+            kt += 1;
         }
-        kt += 1;
+        // SAFETY: forwarded contract.
+        unsafe { store::<TM>(p, &t, warp, lane, &acc) };
+        tile += tile_step();
     }
-    cp_async_wait_group::<0>();
-    acc
 }
 
 /// One stage as a lane reads it.
@@ -696,8 +838,7 @@ unsafe fn b_element<E: Element, const B_K_CONTIGUOUS: bool>(v: &StageView, kk: u
 /// # Safety
 /// C, and the bias when present, are valid for the spans the host validated.
 #[inline(always)]
-unsafe fn store<const TM: usize>(p: &GemmParams, t: &Tile, tid: u32, acc: &[f32; TM]) {
-    let (warp, lane) = (tid / 32, tid % 32);
+unsafe fn store<const TM: usize>(p: &GemmParams, t: &Tile, warp: u32, lane: u32, acc: &[f32; TM]) {
     let j = t.n0 + lane as u64;
     if j >= p.n {
         return;
