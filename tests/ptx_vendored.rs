@@ -254,11 +254,18 @@ fn no_hopper_barrier_is_duplicated() {
         // (one per store kind) that run the chain also zero a partial last K tile behind a
         // named barrier in each of their four tail forms (`mainloop::zero_k_rows`).
         // The decode tiles narrower than 64 columns store from registers
-        // (`epilogue::store_registers`).
+        // (`epilogue::store_registers`); those of 8 and 16 rows, whose warps take the chain
+        // by mma.sync, hand their blocks to warp 0 behind two named barriers per consumer
+        // loop (`hopper::decode`).
+        let mma_sync_rows = name.ends_with("_m8") || name.ends_with("_m16");
         let pieces = if name.contains("_grouped_k_") {
             halves * 3 * bn / 32 + 3 * 4
         } else if bn < 64 {
-            0
+            if mma_sync_rows {
+                3 * 2
+            } else {
+                0
+            }
         } else {
             halves * 3 * bn / 32
         };

@@ -185,7 +185,7 @@ impl MmaElement for F16 {
 /// accumulators (`crate::hopper`), N = `BN` (16, 32, 48, 64, 128, 192 or 256), operands
 /// through shared-memory descriptors, transpose immediates `TA`, `TB` (`arch::wgmma`).
 #[cfg(sgemm_bi_sm90a)]
-pub trait WgmmaElement: Copy {
+pub trait WgmmaElement: MmaElement + Copy {
     /// `d[0..BN/2] += A · B` for one 64 × BN tile and 16 k.
     ///
     /// # Safety

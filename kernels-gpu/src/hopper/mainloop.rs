@@ -56,12 +56,12 @@ impl<const BN: u32, const BM: u32> Stages<BN, BM> {
     }
     /// Slice `j`'s A tile in stage `s`.
     #[inline(always)]
-    fn a_slice(&self, s: u32, j: u32) -> u32 {
+    pub(super) fn a_slice(&self, s: u32, j: u32) -> u32 {
         self.a(s) + j * a_bytes(BM)
     }
     /// Slice `j`'s B tile in stage `s`.
     #[inline(always)]
-    fn b_slice(&self, s: u32, j: u32) -> u32 {
+    pub(super) fn b_slice(&self, s: u32, j: u32) -> u32 {
         self.b(s) + j * b_bytes(BN)
     }
     #[inline(always)]
@@ -335,7 +335,7 @@ pub(super) unsafe fn drain_peers<const BN: u32, const BM: u32, const CLUSTER: u3
 /// Lane 0 of each consumer warp calls it once per stage use; every block of the cluster is
 /// still running (the producers wait for these arrivals before they exit).
 #[inline(always)]
-unsafe fn release_stage<const BN: u32, const BM: u32, const CLUSTER: u32>(
+pub(super) unsafe fn release_stage<const BN: u32, const BM: u32, const CLUSTER: u32>(
     st: &Stages<BN, BM>,
     s: u32,
 ) {
@@ -609,6 +609,18 @@ pub unsafe fn consume_k<
             "a ping-pong tile is two m64n128 accumulators"
         )
     };
+    if ACTIVE && BM <= 16 && Stages::<BN, BM>::SLICES > 1 && CLUSTER == 1 {
+        // The decode tiles of 8 and 16 rows (`config::DECODE_BN` widths, K-contiguous
+        // operands, stages of several K slices) take their steps by mma.sync
+        // (`super::decode`). Not the taller ones: there each warp has more blocks to step
+        // than a wgmma's latency hides (64 × 4096 × 4096: 12.7 → 13.5 µs); nor 64 columns,
+        // which gained nothing (1 × 4096 × 14336: 34.1 → 34.9 µs).
+        // SAFETY: forwarded contract; one consumer warpgroup (`wg` 0), whose second
+        // epilogue area is unused.
+        let acc = unsafe { super::decode::consume::<E, BN, BM, CLUSTER>(k, st, tid, it) };
+        on_issued();
+        return acc;
+    }
     if Stages::<BN, BM>::SLICES > 1 {
         // SAFETY: forwarded contract (the decode tiles: neither a zeroed tail nor ping-pong).
         return unsafe {
