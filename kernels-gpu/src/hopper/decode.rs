@@ -83,7 +83,7 @@ struct Fragments {
 }
 
 impl Fragments {
-    /// Nothing loaded (the value past a tile's last slice, never multiplied).
+    /// All zeros: what stands for the steps a partial slice does not take (never multiplied).
     #[inline(always)]
     fn none() -> Self {
         Fragments {
@@ -164,9 +164,10 @@ impl Fragments {
 
 /// The tile's chain over `k` for a decode tile of 8 or 16 rows: the steps in ascending k,
 /// each K slice's four (a last partial slice's `ceil(rest / 16)`, the rest zeros from the
-/// copy engine), one wait on each stage's `full` barrier and one release of it per warp. Returns the accumulators of the
-/// wgmma layout: warp 0's rows 0–15 hold the tile; everything else is zero, never stored.
-/// `it` counts the stages this block consumed (shared with the producer's count).
+/// copy engine), one wait on each stage's `full` barrier and one release of it per warp.
+/// Returns the accumulators of the wgmma layout: warp 0's rows 0–15 hold the tile;
+/// everything else is zero, never stored. `it` counts the stages this block consumed
+/// (shared with the producer's count).
 ///
 /// # Safety
 /// Every thread of the one consumer warpgroup calls it together (`tid` 0..128 inside it),
@@ -215,7 +216,7 @@ pub(super) unsafe fn consume<E: WgmmaElement, const BN: u32, const BM: u32, cons
     let mut d = [[0f32; 4]; MAX_BLOCKS];
     // Stage by stage, each whole one a straight run of its slices' loads and mmas (ptxas
     // issues the loads ahead of the chain). Loading slice g + 1 explicitly before slice g's
-    // mmas, across stages too, was 1.6-1.8x slower on the H200 (not understood yet).
+    // mmas, across stages too, was 1.4–1.7× slower on the H200 (docs/perf-notes.md).
     let mut g = 0;
     while g < total {
         wait_stage(g);
