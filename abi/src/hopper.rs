@@ -109,7 +109,13 @@ pub const DECODE_STAGE_B_BYTES: u32 = 8 * 1024;
 /// four k16 steps in ascending k, so this changes when bytes arrive, not a bit of the sums.
 #[inline]
 pub const fn k_slices(bn: u32, bm: u32) -> u32 {
-    if bm < BM && is_decode_bn(bn) {
+    if bm <= 16 && bn <= 32 && is_decode_bn(bn) {
+        // The tiles of 8 and 16 rows step by mma.sync (`hopper::decode`), whose chain is
+        // short enough that each stage's wait and release show: twice the bytes a stage
+        // (H200, cold: 1 × 5632 × 2048 11.3 → 10.6 µs, 1 × 14336 × 4096 33.9 → 32.9; the
+        // 48-column tiles, 3 slices, lost: 1 × 2048 × 5632 9.4 → 9.7, so they keep 8 KiB).
+        (2 * DECODE_STAGE_B_BYTES).div_ceil(b_bytes(bn))
+    } else if bm < BM && is_decode_bn(bn) {
         DECODE_STAGE_B_BYTES.div_ceil(b_bytes(bn))
     } else {
         1
