@@ -105,7 +105,7 @@ pub const DECODE_STAGE_B_BYTES: u32 = 8 * 1024;
 
 /// K slices of BK per stage for (bm, bn) tiles: one, but for the decode widths, whose B
 /// tile of one slice is small (2–6 KiB), as many slices as make `DECODE_STAGE_B_BYTES` of
-/// B. Slice j of a stage is K tile `KB · stage + j`; the consumers still take each slice's
+/// B (twice that for the 16- and 32-column tiles of 8 and 16 rows, see below). Slice j of a stage is K tile `KB · stage + j`; the consumers still take each slice's
 /// four k16 steps in ascending k, so this changes when bytes arrive, not a bit of the sums.
 #[inline]
 pub const fn k_slices(bn: u32, bm: u32) -> u32 {

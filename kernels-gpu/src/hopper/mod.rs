@@ -22,11 +22,12 @@
 //! m64nBNk16 accumulator: two for BM = 128 (4, 6 or 8 stages), one for the small-M tiles of
 //! 64, 32, 16 and 8 rows (12 to 21 stages of BN = 64: more of B in flight, see
 //! `config::BM_CHOICES`; with a K-contiguous B also BN = 48, 32 or 16, `config::DECODE_BN`,
-//! for more blocks on a narrow N at decode, whose stages hold two or four K tiles of 64 so
-//! that each carries at least 8 KiB of B, `config::k_slices`: 4 to 19 stages). The decode
-//! tiles of 8 and 16 rows take each k16 step by `mma.sync` instead, the warpgroup's warps
-//! splitting the columns (`decode`): the same products into the same accumulator, with a
-//! shorter dependent latency, which is what bounds one row's chain at long K.
+//! for more blocks on a narrow N at decode, whose stages hold two to eight K tiles of 64 so
+//! that each carries at least 8 KiB of B (16 KiB for the 16- and 32-column tiles of 8 and
+//! 16 rows), `config::k_slices`: 4 to 13 stages). The decode tiles of 8 and 16 rows take
+//! each k16 step by `mma.sync` instead, the warpgroup's warps splitting the columns
+//! (`decode`): the same products into the same accumulator, with a shorter dependent
+//! latency, which is what bounds one row's chain at long K.
 //! Blocks are persistent: block b computes tiles b, b + grid, ….
 //!
 //! That is the cooperative schedule ([`Cooperative`]). The ping-pong schedule
