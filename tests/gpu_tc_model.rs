@@ -495,6 +495,52 @@ fn decode_calls_match_the_model() {
     tally.report(&gpu, "decode calls");
 }
 
+/// Batches of small products with A and B K-contiguous, as a decode step's attention scores
+/// (one query row by a short K against each head's keys): the host gives them the wide tiles
+/// of 8 and 16 rows (`hopper::WIDE_SHORT_BN`; 256 columns for the first three shapes, 128
+/// for the last, on the H200's 132 SMs), with K tails and partial last tiles.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn attention_score_calls_match_the_model() {
+    let Some(gpu) = gpu_engine() else { return };
+    let (cpu, stream) = (cpu(), RawStream::new());
+    let mut rng = Rng::new(0x5c_0e55);
+    let mut tally = Tally::default();
+    for dtype in DTYPES {
+        for dist in DISTS {
+            for (batch, m, n, k) in [
+                (300, 1, 520, 64),
+                (280, 2, 264, 72),
+                (140, 11, 250, 128),
+                (200, 9, 120, 136),
+            ] {
+                for mode in [
+                    OutputMode::Overwrite(DType::F32),
+                    OutputMode::Overwrite(dtype),
+                    OutputMode::AccumulateF32,
+                ] {
+                    let mut g = plain(m, n, k, dtype, Layout::RowMajor, Layout::ColMajor);
+                    g.batch = batch;
+                    g.a.batch_stride = m * k;
+                    g.b.batch_stride = n * k;
+                    g.c.mode = mode;
+                    g.c.batch_stride = m * n;
+                    let p = problem(g, dist, &mut rng);
+                    run(
+                        &gpu,
+                        &cpu,
+                        &stream,
+                        &p,
+                        &mut tally,
+                        &format!("{dtype} {dist:?} attention scores"),
+                    );
+                }
+            }
+        }
+    }
+    tally.report(&gpu, "attention score calls");
+}
+
 /// Hundreds of k16 steps (up to 1,300), with tails, in every distribution: the chaining of
 /// steps, where the accumulator's exponent rises above the products'.
 #[test]

@@ -593,6 +593,16 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_f16_rc_n16_m16 F16, true, true, 16, 16, 1, Cooperative;
                     sgemm_bi_hopper_bf16_rc_n16_m8 Bf16, true, true, 8, 16, 1, Cooperative;
                     sgemm_bi_hopper_f16_rc_n16_m8 F16, true, true, 8, 16, 1, Cooperative;
+                    // Wide tiles of 8 and 16 rows (`hopper::WIDE_SHORT_BN`), A and B
+                    // K-contiguous: many small products (decode attention scores).
+                    sgemm_bi_hopper_bf16_rc_n256_m8 Bf16, true, true, 8, 256, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n256_m8 F16, true, true, 8, 256, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n128_m8 Bf16, true, true, 8, 128, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n128_m8 F16, true, true, 8, 128, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n256_m16 Bf16, true, true, 16, 256, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n256_m16 F16, true, true, 16, 256, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n128_m16 Bf16, true, true, 16, 128, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n128_m16 F16, true, true, 16, 128, 1, Cooperative;
                     // Ping-pong consumers (`hopper::pingpong`): (128, 128) tiles, one per
                     // consumer warpgroup.
                     sgemm_bi_hopper_bf16_rr_n128_pp Bf16, true, false, 128, 128, 1, PingPong;

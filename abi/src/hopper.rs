@@ -22,6 +22,17 @@ pub const NARROW_BN: u32 = 64;
 /// blocks to it, each streaming less: N = 4096 gives 64 tiles of 64 columns on 132 SMs but
 /// 128 of 32; N = 2048, 128 of 16; N = 5632, 118 of 48 (the host's `narrow_width` picks).
 pub const DECODE_BN: [u32; 3] = [48, 32, 16];
+/// The wide widths of the tiles of 8 and 16 rows, built only for A and B K-contiguous: for
+/// many small products, such as a decode step's attention scores (batch × heads products of
+/// one query row by a short K, each over its own keys), where each tile's fixed cost
+/// outweighs its bytes and fewer, wider tiles take fewer rounds of the persistent blocks
+/// (the host's `narrow_width` picks).
+pub const WIDE_SHORT_BN: [u32; 2] = [256, 128];
+/// Whether the (bm, bn) tiles of `WIDE_SHORT_BN` are built: tiles of 8 and 16 rows.
+#[inline]
+pub const fn wide_short_built(bm: u32) -> bool {
+    bm <= 16
+}
 /// The block tile widths (output columns) the kernels are instantiated for; the host picks
 /// one by M, N and the SM count. Each is the N of the one `wgmma.m64nNk16` per k16 step.
 pub const BN_CHOICES: [u32; 7] = [256, 192, 128, 64, DECODE_BN[0], DECODE_BN[1], DECODE_BN[2]];

@@ -13,7 +13,8 @@ use cudarc::driver::sys;
 pub(crate) use sgemm_bi_abi::catalogue::Schedule;
 use sgemm_bi_abi::catalogue::{Element, Family, Kind, Module};
 use sgemm_bi_abi::hopper::{
-    BK, BM, BM_CHOICES, BN_CHOICES, DECODE_BN, EPILOGUE_PIECE_BYTES, NARROW_BN, SWIZZLE_ELEMS, WG_M,
+    wide_short_built, BK, BM, BM_CHOICES, BN_CHOICES, DECODE_BN, EPILOGUE_PIECE_BYTES, NARROW_BN,
+    SWIZZLE_ELEMS, WG_M, WIDE_SHORT_BN,
 };
 use sgemm_bi_abi::params::{HopperParams, TensorMap};
 
@@ -159,7 +160,8 @@ impl SkinnyUse {
     fn from_env() -> Self {
         let forced = |w: &str| {
             let w: u32 = w.parse().ok()?;
-            (w == NARROW_BN || DECODE_BN.contains(&w)).then_some(SkinnyUse::Width(w))
+            (w == NARROW_BN || DECODE_BN.contains(&w) || WIDE_SHORT_BN.contains(&w))
+                .then_some(SkinnyUse::Width(w))
         };
         match std::env::var("SGEMM_BI_SKINNY").as_deref() {
             Ok("off") | Ok("0") => SkinnyUse::Off,
@@ -176,14 +178,24 @@ impl SkinnyUse {
 /// bandwidth), checked by the decode rows of the benchmarks, not measured per shape.
 const TILE_OVERHEAD_BYTES: usize = 64 * 1024;
 
+/// The longest K at which the tiles of 8 and 16 rows may be 256 columns wide. Past it a
+/// block streams B more slowly through 256-column tiles than through 128-column ones: on the
+/// H200, cold, 1 × 1024 × 32000 took 19.6 µs in one round of 256 and 18.9 in two of 128;
+/// at K = 64 (attention scores, 256 products by 520 keys) 256 columns took 18.1 µs and 128
+/// took 19.2 (docs/perf-notes.md, "Decode: wide tiles for short products").
+const WIDEST_SHORT_MAX_K: usize = 256;
+
 /// The width of the narrow (decode) tiles of `bm` rows: 64 columns, or with a K-contiguous B
-/// one of `DECODE_BN` too. Decode is bound by streaming B, each block its tiles' columns
-/// and their rows of A (docs/perf-notes.md, "Decode: 32-column tiles"), so the width whose
-/// busiest block streams the fewest bytes wins: rounds (`ceil(tiles / sms)`) × ((bm + bn) ×
-/// K × the element's bytes + [`TILE_OVERHEAD_BYTES`]), the widest on a tie. At K = 4096 on
-/// 132 SMs: N = 4096 takes 32 columns (128 tiles), N = 14336 keeps 64 (two rounds of 224
-/// tiles; narrower tiles need more rounds); at K = 2048, N = 5632 takes 48 (118 tiles), N =
-/// 2048 takes 16 (128 tiles).
+/// one of `DECODE_BN` too, and for tiles of 8 and 16 rows one of `WIDE_SHORT_BN`. Decode is
+/// bound by streaming B, each block its tiles' columns and their rows of A
+/// (docs/perf-notes.md, "Decode: 32-column tiles"), so the width whose busiest block streams
+/// the fewest bytes wins: rounds (`ceil(tiles / sms)`) × ((bm + bn) × K × the element's
+/// bytes + [`TILE_OVERHEAD_BYTES`]), the widest on a tie. At K = 4096 on 132 SMs: N = 4096
+/// takes 32 columns (128 tiles), N = 14336 64 (two rounds of 224 tiles) or with 8 or 16 rows
+/// 128 (one round of 112); at K = 2048, N = 5632 takes 48 (118 tiles), N = 2048 16 (128
+/// tiles), N = 32000 with 8 or 16 rows 128 (two rounds of 250 tiles instead of four of
+/// 500; 256 columns only up to [`WIDEST_SHORT_MAX_K`]); a batch of 256 products of one row
+/// by K = 64 and N = 520 (attention scores) 256 (6 rounds instead of 18 of 64).
 pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
     if g.b.layout != Layout::ColMajor {
         return NARROW_BN;
@@ -192,6 +204,9 @@ pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> 
         SkinnyUse::Off => false,
         SkinnyUse::Small => bm < WG_M,
         SkinnyUse::All => true,
+        SkinnyUse::Width(w) if WIDE_SHORT_BN.contains(&w) && !wide_short_built(bm) => {
+            return NARROW_BN
+        }
         SkinnyUse::Width(w) => return w,
     };
     if !decode {
@@ -202,9 +217,11 @@ pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> 
         let per_tile = (bm + bn) as usize * g.k * g.a.dtype.size() + TILE_OVERHEAD_BYTES;
         tiles.div_ceil(sms.max(1)) * per_tile
     };
-    // Widest first: `min_by_key` keeps the first of equal costs.
-    [NARROW_BN]
+    let wide = WIDE_SHORT_BN
         .into_iter()
+        .filter(|&bn| wide_short_built(bm) && (bn < 256 || g.k <= WIDEST_SHORT_MAX_K));
+    // Widest first: `min_by_key` keeps the first of equal costs.
+    wide.chain([NARROW_BN])
         .chain(DECODE_BN)
         .min_by_key(|&bn| streamed(bn))
         .expect("tile widths are built")
@@ -819,7 +836,12 @@ mod tests {
                         assert!(BN_CHOICES.contains(&bn), "{m}×{n} {layouts:?}: BN {bn}");
                         assert!(BM_CHOICES.contains(&bm), "{m}×{n} {layouts:?}: BM {bm}");
                         assert!(narrow_built(bm, layouts.0));
-                        assert!(bm == BM || bn == NARROW_BN || DECODE_BN.contains(&bn));
+                        assert!(
+                            bm == BM
+                                || bn == NARROW_BN
+                                || DECODE_BN.contains(&bn)
+                                || (WIDE_SHORT_BN.contains(&bn) && wide_short_built(bm))
+                        );
                         assert!(bm != BM || bn >= NARROW_BN, "tall tiles are never narrow");
                         assert!(
                             bn >= NARROW_BN || layouts.1 == Layout::ColMajor,
@@ -890,8 +912,10 @@ mod tests {
             assert_eq!(width(m, 4096, rc, SkinnyUse::Small), small, "M = {m}");
             assert_eq!(width(m, 4096, rc, SkinnyUse::All), all, "M = {m}");
             assert_eq!(width(m, 4096, rc, SkinnyUse::Off), NARROW_BN);
-            // 224 tiles of 64 columns already fill the GPU.
-            assert_eq!(width(m, 14336, rc, SkinnyUse::All), NARROW_BN);
+            // 224 tiles of 64 columns already fill the GPU, or with 8 rows (where 128
+            // columns are built) 112 of 128, one round instead of two.
+            let wide_n = if m <= 8 { 128 } else { NARROW_BN };
+            assert_eq!(width(m, 14336, rc, SkinnyUse::All), wide_n);
         }
         // M = 128 at N = 4096: 128 tiles of 64 × 64.
         assert_eq!(width(128, 4096, rc, SkinnyUse::All), NARROW_BN);
@@ -901,6 +925,38 @@ mod tests {
         );
         assert_eq!(width(1, 14336, rc, SkinnyUse::Width(16)), 16);
         assert_eq!(width(1, 14336, rr, SkinnyUse::Width(16)), NARROW_BN);
+    }
+
+    /// Batches of short products (a decode step's attention scores: batch × heads products of
+    /// one query row by K = the head size) take the wide tiles of 8 and 16 rows where they
+    /// need fewer rounds; long K keeps the decode widths.
+    #[test]
+    fn short_products_take_wide_tiles() {
+        let rc = (Layout::RowMajor, Layout::ColMajor);
+        let width = |batch, m, n, k| {
+            let mut g = gemm(m, n, k, rc);
+            g.batch = batch;
+            tile_n(&g, tile_m(&g, 132), 132, SkinnyUse::All)
+        };
+        // 32 heads × batch 8 (and 1) over a static cache of 520 keys: 768 (96) tiles of 256
+        // columns against 2304 (288) of 64.
+        assert_eq!(width(256, 1, 520, 64), 256);
+        assert_eq!(width(32, 1, 520, 64), 256);
+        // The shapes of `tests/gpu_tc_model.rs::attention_score_calls_match_the_model`.
+        assert_eq!(width(300, 1, 520, 64), 256);
+        assert_eq!(width(280, 2, 264, 72), 256);
+        assert_eq!(width(140, 11, 250, 128), 256);
+        assert_eq!(width(200, 9, 120, 136), 128);
+        // Past `WIDEST_SHORT_MAX_K` 128 columns at most; one row by a wide N at decode: one
+        // round of 112 tiles of 128 columns instead of two of 224 of 64.
+        assert_eq!(width(256, 1, 520, 512), 128);
+        assert_eq!(width(1, 1, 14336, 4096), 128);
+        // Tiles of 32 rows have no wide widths.
+        assert_eq!(width(256, 32, 520, 64), NARROW_BN);
+        assert_eq!(
+            entry_name(DType::F16, rc, 16, 128, 1, Schedule::Cooperative),
+            "sgemm_bi_hopper_f16_rc_n128_m16"
+        );
     }
 
     /// The decode widths of a Llama-architecture model with hidden size 2048 (K = 2048 but
@@ -920,8 +976,9 @@ mod tests {
             assert_eq!(width(m, 5632, 2048), 16, "M = {m}");
             // k / v (grouped heads): 16 tiles of 16.
             assert_eq!(width(m, 2048, 256), 16, "M = {m}");
-            // The vocabulary head: 500 tiles of 64 take four rounds, any narrower more.
-            assert_eq!(width(m, 2048, 32000), NARROW_BN, "M = {m}");
+            // The vocabulary head: 500 tiles of 64 take four rounds, 250 of 128 two (256
+            // columns are for short K only).
+            assert_eq!(width(m, 2048, 32000), 128, "M = {m}");
         }
         assert_eq!(
             entry_name(DType::F16, rc, 16, 48, 1, Schedule::Cooperative),

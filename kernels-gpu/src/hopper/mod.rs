@@ -27,7 +27,10 @@
 //! 16 rows), `config::k_slices`: 4 to 13 stages). The decode tiles of 8 and 16 rows take
 //! each k16 step by `mma.sync` instead, the warpgroup's warps splitting the columns
 //! (`decode`): the same products into the same accumulator, with a shorter dependent
-//! latency, which is what bounds one row's chain at long K.
+//! latency, which is what bounds one row's chain at long K. Tiles of 8 and 16 rows with A
+//! and B K-contiguous are also built 128 and 256 columns wide (`config::WIDE_SHORT_BN`), for
+//! many short products (a decode step's attention scores) and wide heads, where fewer tiles
+//! take fewer rounds.
 //! Blocks are persistent: block b computes tiles b, b + grid, ….
 //!
 //! That is the cooperative schedule ([`Cooperative`]). The ping-pong schedule
