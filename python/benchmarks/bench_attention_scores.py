@@ -4,10 +4,11 @@ CUDA tensors. Prints a markdown table.
 
 The scores are what eager attention computes at each decode step: batch × heads products of
 one query row by the head size K against that head's cached keys (``q @ k.transpose``, B
-K-contiguous), which the mode routes to the tensor-core tier. Each sample replays a CUDA
+K-contiguous), which the mode routes to the tensor-core tier; then the softmaxed scores
+times the cached values (``attn @ v``, B N-contiguous). Each sample replays a CUDA
 graph of ``--calls`` calls over rotating buffer sets of at least 256 MiB (cold L2) between
 two CUDA events; a row is the median per-call time over ``--samples`` samples. Before
-timing, each scores shape checks batch invariance: the first product computed alone gives
+timing, each product shape checks batch invariance: the first product computed alone gives
 the bits it has inside the batch.
 
     SGEMM_BI_LIB=$PWD/.gpu/lib/libsgemm_bi.so python3 python/benchmarks/bench_attention_scores.py
@@ -32,6 +33,9 @@ import sgemm_bi  # noqa: E402
 # batch 1 and 8 (16 and 32 heads, a static cache of 520), and longer caches.
 SCORES = [(16, 64, 520), (32, 64, 520), (128, 64, 520), (256, 64, 520), (256, 64, 2048),
           (256, 128, 2048), (64, 128, 4096)]
+# The same with the softmaxed scores times the cached values (``attn @ v``: one row of
+# `keys` weights by a row-major keys × head-size V, B N-contiguous).
+WEIGHTED = [(16, 64, 520), (32, 64, 520), (256, 64, 520), (256, 64, 2048), (256, 128, 2048)]
 # (M, K, N): vocabulary heads and a wide projection at decode.
 HEADS = [(1, 2048, 32000), (8, 2048, 32000), (1, 1024, 32000), (1, 4096, 14336),
          (8, 4096, 14336), (16, 4096, 14336)]
@@ -80,17 +84,23 @@ def main() -> None:
     print()
     print("| call | shape | torch µs | mode µs | torch ÷ mode | alone = in the batch |")
     print("|---|---|---:|---:|---:|---|")
-    for batch, d, keys in SCORES:
+    for call, batch, d, keys in [("scores", *s) for s in SCORES] + [("attn @ v", *s) for s in
+                                                                      WEIGHTED]:
         sets = max(2, (256 << 20) // (batch * keys * d * 2) + 1)
-        data = [(randn(batch, 1, d), randn(batch, keys, d).transpose(1, 2))
-                for _ in range(sets)]
-        q, kt = data[0]
+        if call == "scores":
+            data = [(randn(batch, 1, d), randn(batch, keys, d).transpose(1, 2))
+                    for _ in range(sets)]
+            shape = f"{batch} × (1 × {d}) · ({d} × {keys})"
+        else:
+            data = [(randn(batch, 1, keys), randn(batch, keys, d)) for _ in range(sets)]
+            shape = f"{batch} × (1 × {keys}) · ({keys} × {d})"
+        a, b = data[0]
         with sgemm_bi.mode():
-            same = torch.equal(torch.matmul(q, kt)[:1], torch.matmul(q[:1], kt[:1]))
+            same = torch.equal(torch.matmul(a, b)[:1], torch.matmul(a[:1], b[:1]))
             ours = gpu_time(torch.matmul, data, args.calls, args.samples)
         theirs = gpu_time(torch.matmul, data, args.calls, args.samples)
-        print(f"| scores | {batch} × (1 × {d}) · ({d} × {keys}) | {theirs:.1f} | {ours:.1f} | "
-              f"{theirs / ours:.2f} | {'yes' if same else 'NO'} |", flush=True)
+        print(f"| {call} | {shape} | {theirs:.1f} | {ours:.1f} | {theirs / ours:.2f} | "
+              f"{'yes' if same else 'NO'} |", flush=True)
         del data
         torch.cuda.empty_cache()
     linear = torch.nn.functional.linear

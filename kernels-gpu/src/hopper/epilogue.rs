@@ -344,7 +344,7 @@ unsafe fn store_registers<const BN: u32, const BM: u32, const D0: usize, const S
 /// [`store_accumulate`]. Rows past M and columns past N are computed but the engine clips
 /// them (it clips columns in 16-byte units, so the host sends only an N made of whole ones);
 /// with tiles of fewer than WG_M rows M ≤ BM (`host/src/cuda/hopper.rs`, `tile_m`), so the
-/// rows past BM are clipped too.
+/// rows past BM are clipped too, and are not even written.
 ///
 /// # Safety
 /// Every thread of the warpgroup calls it together, with the same `issued`; named barrier
@@ -410,12 +410,19 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const D0: usize, const WID
             // instructions to ~600 (docs/perf-notes.md, version 8). No barrier inside
             // either arm (tests/ptx_vendored.rs counts them).
             let piece = PieceWriter { p, acc, d0: D0, buf, r0, col0, lane, bf16 };
-            // SAFETY (both arms): forwarded contract.
-            unsafe {
-                if has_bias {
-                    piece.write::<WIDE, true>(pc, per_piece)
-                } else {
-                    piece.write::<WIDE, false>(pc, per_piece)
+            // A warp whose rows all lie past a short tile's (rows 16 · warp ..) writes
+            // nothing: those rows of the box lie past M, and the engine clips them whatever
+            // the buffer holds. With one warp per scheduler the warpgroup's epilogue is as
+            // long as its busiest warp's instructions (a tile of 8 rows: warp 0's, half
+            // of its pairs).
+            if BM >= WG_M || warp * 16 < BM {
+                // SAFETY (both arms): forwarded contract.
+                unsafe {
+                    if has_bias {
+                        piece.write::<WIDE, true, BM>(pc, per_piece)
+                    } else {
+                        piece.write::<WIDE, false, BM>(pc, per_piece)
+                    }
                 }
             }
             // The piece is written: make it visible to the copy engine, then store it.
@@ -452,12 +459,18 @@ struct PieceWriter<'a> {
 
 impl PieceWriter<'_> {
     /// Writes piece `pc` (n8 blocks `pc · per_piece` onwards): f32 when `WIDE`, else 16-bit
-    /// (bf16 when `self.bf16`), the bias added when `HAS_BIAS`.
+    /// (bf16 when `self.bf16`), the bias added when `HAS_BIAS`; in a tile of `BM` < 16 rows
+    /// only this thread's first row (its second, 8 below, lies past the tile).
     ///
     /// # Safety
     /// As for [`store_tma`]; `HAS_BIAS` says whether the launch has a bias.
     #[inline(always)]
-    unsafe fn write<const WIDE: bool, const HAS_BIAS: bool>(&self, pc: usize, per_piece: usize) {
+    unsafe fn write<const WIDE: bool, const HAS_BIAS: bool, const BM: u32>(
+        &self,
+        pc: usize,
+        per_piece: usize,
+    ) {
+        let halves = if BM < 16 { 1 } else { 2 };
         let elem: u32 = if WIDE { 4 } else { 2 };
         unroll8!(jl => {
             if jl < per_piece {
@@ -475,19 +488,21 @@ impl PieceWriter<'_> {
                 let byte = (jl as u32 * 8 + (self.lane % 4) * 2) * elem;
                 let (chunk, within) = (byte / 16, byte % 16);
                 unroll2!(h => {
-                    let r = self.r0 + 8 * h as u32;
-                    let at = self.buf + r * 128 + ((chunk ^ (r % 8)) * 16) + within;
-                    let i = self.d0 + 4 * j + 2 * h;
-                    let mut v = [self.acc[i], self.acc[i + 1]];
-                    if let Some(b) = bias {
-                        v = [v[0] + b[0], v[1] + b[1]];
-                    }
-                    // SAFETY: inside this warpgroup's buffer, aligned to the access.
-                    unsafe {
-                        if WIDE {
-                            st_shared_v2_b32(at, v.map(finished_f32));
-                        } else {
-                            st_shared_b32(at, finished_16(v, self.bf16));
+                    if h < halves {
+                        let r = self.r0 + 8 * h as u32;
+                        let at = self.buf + r * 128 + ((chunk ^ (r % 8)) * 16) + within;
+                        let i = self.d0 + 4 * j + 2 * h;
+                        let mut v = [self.acc[i], self.acc[i + 1]];
+                        if let Some(b) = bias {
+                            v = [v[0] + b[0], v[1] + b[1]];
+                        }
+                        // SAFETY: inside this warpgroup's buffer, aligned to the access.
+                        unsafe {
+                            if WIDE {
+                                st_shared_v2_b32(at, v.map(finished_f32));
+                            } else {
+                                st_shared_b32(at, finished_16(v, self.bf16));
+                            }
                         }
                     }
                 });

@@ -56,6 +56,22 @@ impl<const CLUSTER: u32> Walk<CLUSTER> {
     /// This block's part of cluster tile `i` (below [`Self::count`]) for (BM, BN) tiles.
     #[inline(always)]
     pub fn tile<const BM: u32, const BN: u32>(&self, i: u64) -> Tile {
+        if self.sched.tiles_m == 1 {
+            // One tile row per batch entry (a decode step's short products): `tile_at`'s
+            // groups are then one tile row each, and its three divisions (each a quotient
+            // and a remainder, which the compiler divides twice for) come down to one. A
+            // consumer of a short tile otherwise spends on them about what it spends on
+            // its wgmmas (docs/perf-notes.md, "Short tiles: the consumer's instructions").
+            let tiles_n = self.sched.tiles_n;
+            // SAFETY: a launched problem has at least one tile column.
+            unsafe { core::hint::assert_unchecked(tiles_n != 0) };
+            let batch = i / tiles_n;
+            return Tile {
+                batch,
+                m0: (self.rank * BM) as u64,
+                n0: (i - batch * tiles_n) * BN as u64,
+            };
+        }
         let t = tile_at(&self.sched, i, (BM * CLUSTER) as u64, BN as u64);
         Tile {
             m0: t.m0 + (self.rank * BM) as u64,
