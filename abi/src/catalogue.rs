@@ -226,6 +226,11 @@ impl Family {
     /// Threads per block the host launches.
     pub const fn threads(self) -> u32 {
         match self {
+            // Ping-pong consumers: two warpgroups whatever the tile's height.
+            Family::Hopper {
+                schedule: Schedule::PingPong,
+                ..
+            } => hopper::threads(hopper::BM),
             Family::Hopper { bm, .. } => hopper::threads(bm),
             Family::HopperGrouped { .. } | Family::HopperGroupedReduction { .. } => {
                 hopper::threads(hopper::BM)
@@ -594,15 +599,17 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_bf16_rc_n16_m8 Bf16, true, true, 8, 16, 1, Cooperative;
                     sgemm_bi_hopper_f16_rc_n16_m8 F16, true, true, 8, 16, 1, Cooperative;
                     // Wide tiles of 8 and 16 rows (`hopper::WIDE_SHORT_BN`), A and B
-                    // K-contiguous: many small products (decode attention scores).
-                    sgemm_bi_hopper_bf16_rc_n256_m8 Bf16, true, true, 8, 256, 1, Cooperative;
-                    sgemm_bi_hopper_f16_rc_n256_m8 F16, true, true, 8, 256, 1, Cooperative;
-                    sgemm_bi_hopper_bf16_rc_n128_m8 Bf16, true, true, 8, 128, 1, Cooperative;
-                    sgemm_bi_hopper_f16_rc_n128_m8 F16, true, true, 8, 128, 1, Cooperative;
-                    sgemm_bi_hopper_bf16_rc_n256_m16 Bf16, true, true, 16, 256, 1, Cooperative;
-                    sgemm_bi_hopper_f16_rc_n256_m16 F16, true, true, 16, 256, 1, Cooperative;
-                    sgemm_bi_hopper_bf16_rc_n128_m16 Bf16, true, true, 16, 128, 1, Cooperative;
-                    sgemm_bi_hopper_f16_rc_n128_m16 F16, true, true, 16, 128, 1, Cooperative;
+                    // K-contiguous: many small products (decode attention scores). Ping-pong
+                    // consumers: two warpgroups taking the tiles in turn, so that one's
+                    // store overlaps the other's chain (`hopper::pingpong`).
+                    sgemm_bi_hopper_bf16_rc_n256_m8_pp Bf16, true, true, 8, 256, 1, PingPong;
+                    sgemm_bi_hopper_f16_rc_n256_m8_pp F16, true, true, 8, 256, 1, PingPong;
+                    sgemm_bi_hopper_bf16_rc_n128_m8_pp Bf16, true, true, 8, 128, 1, PingPong;
+                    sgemm_bi_hopper_f16_rc_n128_m8_pp F16, true, true, 8, 128, 1, PingPong;
+                    sgemm_bi_hopper_bf16_rc_n256_m16_pp Bf16, true, true, 16, 256, 1, PingPong;
+                    sgemm_bi_hopper_f16_rc_n256_m16_pp F16, true, true, 16, 256, 1, PingPong;
+                    sgemm_bi_hopper_bf16_rc_n128_m16_pp Bf16, true, true, 16, 128, 1, PingPong;
+                    sgemm_bi_hopper_f16_rc_n128_m16_pp F16, true, true, 16, 128, 1, PingPong;
                     // Ping-pong consumers (`hopper::pingpong`): (128, 128) tiles, one per
                     // consumer warpgroup.
                     sgemm_bi_hopper_bf16_rr_n128_pp Bf16, true, false, 128, 128, 1, PingPong;

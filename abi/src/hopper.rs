@@ -26,7 +26,8 @@ pub const DECODE_BN: [u32; 3] = [48, 32, 16];
 /// many small products, such as a decode step's attention scores (batch × heads products of
 /// one query row by a short K, each over its own keys), where each tile's fixed cost
 /// outweighs its bytes and fewer, wider tiles take fewer rounds of the persistent blocks
-/// (the host's `narrow_width` picks).
+/// (the host's `narrow_width` picks). Built with ping-pong consumers (two warpgroups taking
+/// the tiles in turn).
 pub const WIDE_SHORT_BN: [u32; 2] = [256, 128];
 /// Whether the (bm, bn) tiles of `WIDE_SHORT_BN` are built: tiles of 8 and 16 rows.
 #[inline]

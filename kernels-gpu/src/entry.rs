@@ -136,7 +136,8 @@ macro_rules! define_entries {
         ///
         /// # Safety
         /// Launched by the host with a validated `HopperParams` (tensor maps built for
-        /// these layouts and this tile), `hopper::config::threads(BM)` threads and
+        /// these layouts and this tile), `hopper::config::threads(BM)` threads (two consumer
+        /// warpgroups' worth for a ping-pong schedule) and
         /// `hopper::config::SMEM_BYTES` of dynamic shared memory.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: HopperParams) {

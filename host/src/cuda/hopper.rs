@@ -281,6 +281,18 @@ pub(crate) fn schedule(g: &Gemm, bm: u32, use_: PingPongUse) -> Schedule {
     }
 }
 
+/// The schedule of (bm, bn) tiles once the width is chosen: the wide tiles of 8 and 16 rows
+/// (`WIDE_SHORT_BN`) are built with ping-pong consumers only, whose two warpgroups take the
+/// tiles in turn (`kernels-gpu/src/hopper/pingpong.rs`): a short tile's time is its
+/// consumer's instructions, and the second warpgroup's tile fills their gaps.
+pub(crate) fn schedule_for_width(bm: u32, bn: u32, schedule: Schedule) -> Schedule {
+    if wide_short_built(bm) && WIDE_SHORT_BN.contains(&bn) {
+        Schedule::PingPong
+    } else {
+        schedule
+    }
+}
+
 /// Blocks per cluster of the ping-pong kernels for `g`: 2 when there are two tile rows to
 /// pair (the pair shares each stage's B tile: dW 4096³ ran at 0.97× of cuBLAS without
 /// clusters, 1.02× with), else 1.
@@ -544,6 +556,7 @@ fn plan(
             (bn, cluster_size(g, bn))
         }
     };
+    let schedule = schedule_for_width(bm, bn, schedule);
     if g.a.dtype == DType::F32 {
         return Err(Unsupported::Element { dtype: g.a.dtype });
     }
@@ -954,8 +967,17 @@ mod tests {
         // Tiles of 32 rows have no wide widths.
         assert_eq!(width(256, 32, 520, 64), NARROW_BN);
         assert_eq!(
-            entry_name(DType::F16, rc, 16, 128, 1, Schedule::Cooperative),
-            "sgemm_bi_hopper_f16_rc_n128_m16"
+            entry_name(DType::F16, rc, 16, 128, 1, Schedule::PingPong),
+            "sgemm_bi_hopper_f16_rc_n128_m16_pp"
+        );
+        // Their consumers take the tiles in turn (two warpgroups).
+        assert_eq!(
+            schedule_for_width(8, 256, Schedule::Cooperative),
+            Schedule::PingPong
+        );
+        assert_eq!(
+            schedule_for_width(8, 64, Schedule::Cooperative),
+            Schedule::Cooperative
         );
     }
 

@@ -459,7 +459,8 @@ unsafe fn zero_k_rows<const BN: u32, const BM: u32>(
 /// run-time count the compiler fences each one separately. Without `ACTIVE` only the
 /// barrier protocol runs. With `PINGPONG` the warpgroup owns the whole (128, 128) tile: each
 /// k16 step is two wgmmas, rows 0–63 into `acc[0..64]` and rows 64–127 into `acc[64..128]`,
-/// so each accumulator still takes its steps in ascending k, one wgmma each.
+/// so each accumulator still takes its steps in ascending k, one wgmma each (a short tile
+/// owned whole is one wgmma block, as without).
 ///
 /// # Safety
 /// Every thread of consumer warpgroup `wg` calls it together; `parity` is stage `s`'s
@@ -499,7 +500,7 @@ unsafe fn stage_steps<
             let b = operand_descriptor::<B_K>(st.b(s), 0, step);
             // The one operation of the chain: k ascends with the stage, then the step (with
             // PINGPONG, rows 0–63 then 64–127, each into its own accumulators).
-            if PINGPONG {
+            if PINGPONG && BM == 2 * WG_M {
                 let top = operand_descriptor::<A_K>(st.a(s), 0, step);
                 let bottom = operand_descriptor::<A_K>(st.a(s), WG_M, step);
                 // SAFETY: stage s has landed (full barrier) and is not overwritten before
@@ -605,8 +606,8 @@ pub unsafe fn consume_k<
     };
     const {
         assert!(
-            !PINGPONG || (BN == 128 && BM == 2 * WG_M),
-            "a ping-pong tile is two m64n128 accumulators"
+            !PINGPONG || (BN == 128 && BM == 2 * WG_M) || BM < WG_M,
+            "a ping-pong tile is two m64n128 accumulators, or one short block"
         )
     };
     if ACTIVE && BM <= 16 && Stages::<BN, BM>::SLICES > 1 && CLUSTER == 1 {

@@ -30,13 +30,14 @@
 //! latency, which is what bounds one row's chain at long K. Tiles of 8 and 16 rows with A
 //! and B K-contiguous are also built 128 and 256 columns wide (`config::WIDE_SHORT_BN`), for
 //! many short products (a decode step's attention scores) and wide heads, where fewer tiles
-//! take fewer rounds.
+//! take fewer rounds; those with two consumer warpgroups taking the tiles in turn (the
+//! ping-pong schedule below).
 //! Blocks are persistent: block b computes tiles b, b + grid, ….
 //!
 //! That is the cooperative schedule ([`Cooperative`]). The ping-pong schedule
-//! ([`pingpong::PingPong`], 128 × 128 tiles, picked for accumulate mode) gives each consumer
-//! warpgroup whole tiles, every other one of the block, so one's epilogue overlaps the
-//! other's mainloop.
+//! ([`pingpong::PingPong`]: 128 × 128 tiles, picked for accumulate mode, and the wide tiles
+//! of 8 and 16 rows) gives each consumer warpgroup whole tiles, every other one of the
+//! block, so one's epilogue overlaps the other's mainloop.
 
 pub use sgemm_bi_abi::hopper as config;
 /// `$consume::<…, STORE>(…)` with `STORE` the store kind (`store_kind`) of `$p.out_mode`:

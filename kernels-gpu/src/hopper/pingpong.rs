@@ -1,6 +1,10 @@
 //! Ping-pong consumers: each consumer warpgroup owns whole (128, 128) tiles, the two taking
 //! this block's tiles in turn, so that one warpgroup's epilogue runs while the other's
-//! wgmmas keep the tensor cores busy.
+//! wgmmas keep the tensor cores busy. The wide tiles of 8 and 16 rows
+//! (`config::WIDE_SHORT_BN`) take the same turns, one 64-row wgmma block each: there a
+//! tile's time is its consumer's instructions (one stage of K, four 64-column pieces to
+//! store) with one warp per scheduler, and a second warpgroup's tile fills the gaps
+//! (docs/perf-notes.md, "Short tiles: the consumer's instructions").
 //!
 //! With the cooperative consumers (`super::consume_tiles`) both warpgroups finish their
 //! halves of a tile at the same moment and the tensor cores idle through the epilogue. That
@@ -25,7 +29,7 @@
 //! (`bar.arrive` by the warpgroup done issuing, `bar.sync` by the one waiting to start),
 //! which also keeps the two mainloops from competing for the tensor cores.
 
-use super::config::{BM as TILE_M, WG_M};
+use super::config::{self, BM as TILE_M, WG_M};
 use super::epilogue;
 use super::mainloop::{self, k_tiles, Stages};
 use super::walk::Walk;
@@ -72,7 +76,13 @@ impl ConsumerSchedule for PingPong {
         tid: u32,
         map_c: u64,
     ) {
-        const { assert!(BN == PINGPONG_BN && BM == TILE_M, "the ping-pong tile") };
+        const {
+            assert!(
+                (BN == PINGPONG_BN && BM == TILE_M)
+                    || (BM <= 16 && config::wide_short_built(BM) && B_K && A_K),
+                "the ping-pong tiles: (128, 128), and the wide tiles of 8 and 16 rows"
+            )
+        };
         // SAFETY (all arms): forwarded contract; the kind is the launch's output mode.
         unsafe {
             by_store_kind!(
@@ -131,6 +141,8 @@ unsafe fn consume_with<
         let active = t.m0 < p.m;
         // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together,
         // its turn taken (see the module docs).
+        // A short tile is one 64-row wgmma block (rows past BM never stored), as in the
+        // cooperative schedule's warpgroup 0; the (128, 128) tile two.
         let acc = unsafe {
             if active {
                 mainloop::consume::<E, A_K, B_K, BN, BM, true, CLUSTER, true>(
@@ -158,17 +170,19 @@ unsafe fn consume_with<
                     map_c,
                     &mut issued,
                 );
-                epilogue::store_part::<BN, BM, 64, STORE>(
-                    p,
-                    &t,
-                    1,
-                    wg - 1,
-                    wtid,
-                    &acc,
-                    pieces,
-                    map_c,
-                    &mut issued,
-                );
+                if BM == TILE_M {
+                    epilogue::store_part::<BN, BM, 64, STORE>(
+                        p,
+                        &t,
+                        1,
+                        wg - 1,
+                        wtid,
+                        &acc,
+                        pieces,
+                        map_c,
+                        &mut issued,
+                    );
+                }
             }
         }
         j += 2;
