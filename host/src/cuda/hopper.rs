@@ -248,7 +248,9 @@ pub(crate) const PINGPONG_BN: u32 = 128;
 /// When the ping-pong kernels run: by default for accumulate-mode calls (dW) on 128-row
 /// tiles, where the epilogue's loads of the old C are long enough to be worth overlapping
 /// (dW 4096³: 0.93× → 1.02× of cuBLAS; the overwrite modes gained nothing, docs/perf-notes.md,
-/// version 10). `SGEMM_BI_PINGPONG=off` or `all` changes it, for measurements.
+/// version 10). `SGEMM_BI_PINGPONG=off` or `all` changes it, for measurements. The wide
+/// tiles of 8 and 16 rows are built with ping-pong consumers only ([`schedule_for_width`]),
+/// whatever it says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PingPongUse {
     Off,
