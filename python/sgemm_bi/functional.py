@@ -143,8 +143,13 @@ def _native_call(a: Any, b: Any, bias: Any, tier: str, weight: bool) -> Optional
             bias is not None and type(bias) not in _PLAIN) or a.is_meta:
         return None
     code = _TIER_CODES.get(tier) if isinstance(tier, str) else None
-    if code is None or _needs_grad(a, b, bias) or _any_autocast() or _is_compiling() or (
-            a.dim() != 2 and not a.is_contiguous()):
+    # `_needs_grad` written out, the tensors' flags first: in the common case (inference, no
+    # tensor needing a gradient) that skips the grad mode's query and a Python call, ~0.1 µs
+    # of a call whose Python part costs ~1 µs (docs/perf-notes.md, "CPU backend: small
+    # calls").
+    if code is None or ((a.requires_grad or b.requires_grad or (
+            bias is not None and bias.requires_grad)) and torch.is_grad_enabled()) or (
+            _any_autocast() or _is_compiling() or (a.dim() != 2 and not a.is_contiguous())):
         return None
     try:
         if bias is None:
