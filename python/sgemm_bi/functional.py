@@ -113,8 +113,11 @@ def _fast(a: Any, b: Any, bias: Any) -> bool:
 
 
 def _needs_grad(a: Tensor, b: Tensor, bias: Optional[Tensor]) -> bool:
-    return torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
-        bias is not None and bias.requires_grad))
+    # The tensors' flags first: in the common case (inference, no tensor needing a
+    # gradient) that skips the grad mode's query, part of a call whose Python costs ~1 µs
+    # (docs/perf-notes.md, "CPU backend: small calls").
+    return (a.requires_grad or b.requires_grad or (
+        bias is not None and bias.requires_grad)) and torch.is_grad_enabled()
 
 
 _TIER_CODES = _native.TIER_CODES
@@ -143,13 +146,8 @@ def _native_call(a: Any, b: Any, bias: Any, tier: str, weight: bool) -> Optional
             bias is not None and type(bias) not in _PLAIN) or a.is_meta:
         return None
     code = _TIER_CODES.get(tier) if isinstance(tier, str) else None
-    # `_needs_grad` written out, the tensors' flags first: in the common case (inference, no
-    # tensor needing a gradient) that skips the grad mode's query and a Python call, ~0.1 µs
-    # of a call whose Python part costs ~1 µs (docs/perf-notes.md, "CPU backend: small
-    # calls").
-    if code is None or ((a.requires_grad or b.requires_grad or (
-            bias is not None and bias.requires_grad)) and torch.is_grad_enabled()) or (
-            _any_autocast() or _is_compiling() or (a.dim() != 2 and not a.is_contiguous())):
+    if code is None or _needs_grad(a, b, bias) or _any_autocast() or _is_compiling() or (
+            a.dim() != 2 and not a.is_contiguous()):
         return None
     try:
         if bias is None:
