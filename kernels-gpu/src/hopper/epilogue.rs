@@ -376,15 +376,50 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const D0: usize, const WID
             "the part lies inside acc"
         )
     };
-    // n8 blocks of one piece: 128 bytes of a row.
-    const fn blocks_per_piece(wide: bool) -> usize {
-        if wide {
-            4
+    // A uniform branch (the bias is the launch's), taken once for the whole part, so that
+    // each arm's pieces lie one after another in the code. With the test per piece, each
+    // piece's common (no-bias) code sat after that piece's bias code, and the executed path
+    // jumped over ~570 SASS instructions per piece: a short tile's call, whose time is mostly
+    // fetching its instructions, waited on the skipped code (docs/perf-notes.md, "Short
+    // calls: the instruction fetch"). With the test per pair, the bias's branches, adds and
+    // selects took a 16-bit piece of 128 columns from ~200 SASS instructions to ~600
+    // (docs/perf-notes.md, version 8). Both arms take the named barriers once per piece
+    // (tests/ptx_vendored.rs counts them); the branch is the same for every thread.
+    // SAFETY (both arms): forwarded contract.
+    unsafe {
+        if p.bias_dtype != BIAS_NONE {
+            store_pieces::<BN, BM, D0, WIDE, true>(p, t, part, wg, tid, acc, pieces, map_c, issued)
         } else {
-            8
+            store_pieces::<BN, BM, D0, WIDE, false>(p, t, part, wg, tid, acc, pieces, map_c, issued)
         }
     }
-    let per_piece = blocks_per_piece(WIDE);
+}
+
+/// [`store_tma`]'s pieces, with the bias added when `HAS_BIAS`.
+///
+/// # Safety
+/// As for [`store_tma`]; `HAS_BIAS` says whether the launch has a bias.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn store_pieces<
+    const BN: u32,
+    const BM: u32,
+    const D0: usize,
+    const WIDE: bool,
+    const HAS_BIAS: bool,
+>(
+    p: &GemmParams,
+    t: &Tile,
+    part: u32,
+    wg: u32,
+    tid: u32,
+    acc: &[f32; 128],
+    pieces: u32,
+    map_c: u64,
+    issued: &mut u32,
+) {
+    // n8 blocks of one piece: 128 bytes of a row.
+    let per_piece = if WIDE { 4 } else { 8 };
     let bf16 = p.out_mode == OUT_BF16;
     let (warp, lane) = (tid / 32, tid % 32);
     let leader = tid == 0;
@@ -392,7 +427,6 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const D0: usize, const WID
     // This thread's rows r0 and r0 + 8 of the piece; in 128B swizzle the 16-byte chunk c of
     // row r lies at chunk c ^ (r % 8), and r % 8 is the same for both rows.
     let r0 = warp * 16 + lane / 4;
-    let has_bias = p.bias_dtype != BIAS_NONE;
     let col0 = t.n0 + ((lane % 4) * 2) as u64;
     let m0 = (t.m0 + (part * WG_M) as u64) as i32;
     let batch = if p.batch_stride_c == 0 {
@@ -408,11 +442,6 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const D0: usize, const WID
                 cp_async_bulk_wait_group_read::<1>();
             }
             bar_sync_named::<WG_THREADS>(barrier);
-            // A uniform branch (the bias is the launch's), so that the pairs of the common
-            // case carry no bias code at all: with the test per pair, the bias's branches,
-            // adds and selects took a 16-bit piece of 128 columns from ~200 SASS
-            // instructions to ~600 (docs/perf-notes.md, version 8). No barrier inside
-            // either arm (tests/ptx_vendored.rs counts them).
             let piece = PieceWriter { p, acc, d0: D0, buf, r0, col0, lane, bf16 };
             // A warp whose rows all lie past a short tile's (rows 16 · warp ..) writes
             // nothing: those rows of the box lie past M, and the engine clips them whatever
@@ -420,14 +449,8 @@ pub unsafe fn store_tma<const BN: u32, const BM: u32, const D0: usize, const WID
             // long as its busiest warp's instructions (a tile of 8 rows: warp 0's, half
             // of its pairs).
             if BM >= WG_M || warp * 16 < BM {
-                // SAFETY (both arms): forwarded contract.
-                unsafe {
-                    if has_bias {
-                        piece.write::<WIDE, true, BM>(pc, per_piece)
-                    } else {
-                        piece.write::<WIDE, false, BM>(pc, per_piece)
-                    }
-                }
+                // SAFETY: forwarded contract.
+                unsafe { piece.write::<WIDE, HAS_BIAS, BM>(pc, per_piece) }
             }
             // The piece is written: make it visible to the copy engine, then store it.
             fence_proxy_async_shared_cta();
