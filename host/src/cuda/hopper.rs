@@ -195,7 +195,12 @@ const WIDEST_SHORT_MAX_K: usize = 256;
 /// 128 (one round of 112); at K = 2048, N = 5632 takes 48 (118 tiles), N = 2048 16 (128
 /// tiles), N = 32000 with 8 or 16 rows 128 (two rounds of 250 tiles instead of four of
 /// 500; 256 columns only up to [`WIDEST_SHORT_MAX_K`]); a batch of 256 products of one row
-/// by K = 64 and N = 520 (attention scores) 256 (6 rounds instead of 18 of 64).
+/// by K = 64 and N = 520 (attention scores) 256 (three rounds of two tiles a block, the
+/// ping-pong consumers' share, instead of 18 rounds of 64), a batch of 32 such products 128
+/// (160 tiles, one round of two a block: a short tile's fixed costs are the call's, and
+/// 128 columns have half of 256's to fetch and run; in a captured decode step of the 1.1B
+/// model of `bench_llama.py` this took the step from 0.941× to 0.964× of torch's speed,
+/// docs/perf-notes.md, "Short calls: the instruction fetch").
 pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
     if g.b.layout != Layout::ColMajor {
         return NARROW_BN;
@@ -215,7 +220,15 @@ pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> 
     let streamed = |bn: u32| {
         let tiles = g.m.div_ceil(bm as usize) * g.n.div_ceil(bn as usize) * g.batch;
         let per_tile = (bm + bn) as usize * g.k * g.a.dtype.size() + TILE_OVERHEAD_BYTES;
-        tiles.div_ceil(sms.max(1)) * per_tile
+        // A block of the wide short tiles has two consumer warpgroups taking its tiles in
+        // turn (`schedule_for_width`); at short K a tile's time is mostly its consumer's
+        // fixed costs, so the block's second tile rides along with its first.
+        let per_round = if pingpong_short(bm, bn) && g.k <= WIDEST_SHORT_MAX_K {
+            2 * sms.max(1)
+        } else {
+            sms.max(1)
+        };
+        tiles.div_ceil(per_round) * per_tile
     };
     let wide = WIDE_SHORT_BN
         .into_iter()
@@ -283,12 +296,17 @@ pub(crate) fn schedule(g: &Gemm, bm: u32, use_: PingPongUse) -> Schedule {
     }
 }
 
+/// Whether (bm, bn) tiles are the wide short ones, built with ping-pong consumers only.
+fn pingpong_short(bm: u32, bn: u32) -> bool {
+    wide_short_built(bm) && WIDE_SHORT_BN.contains(&bn)
+}
+
 /// The schedule of (bm, bn) tiles once the width is chosen: the wide tiles of 8 and 16 rows
 /// (`WIDE_SHORT_BN`) are built with ping-pong consumers only, whose two warpgroups take the
 /// tiles in turn (`kernels-gpu/src/hopper/pingpong.rs`): a short tile's time is its
 /// consumer's instructions, and the second warpgroup's tile fills their gaps.
 pub(crate) fn schedule_for_width(bm: u32, bn: u32, schedule: Schedule) -> Schedule {
-    if wide_short_built(bm) && WIDE_SHORT_BN.contains(&bn) {
+    if pingpong_short(bm, bn) {
         Schedule::PingPong
     } else {
         schedule
@@ -953,10 +971,12 @@ mod tests {
             g.batch = batch;
             tile_n(&g, tile_m(&g, 132), 132, SkinnyUse::All)
         };
-        // 32 heads × batch 8 (and 1) over a static cache of 520 keys: 768 (96) tiles of 256
-        // columns against 2304 (288) of 64.
+        // 32 heads × batch 8 over a static cache of 520 keys: 768 tiles of 256 columns (three
+        // rounds of two tiles a block) against 1280 of 128 and 2304 of 64; at batch 1, 160
+        // tiles of 128 are one round of two a block, as 96 of 256 are.
         assert_eq!(width(256, 1, 520, 64), 256);
-        assert_eq!(width(32, 1, 520, 64), 256);
+        assert_eq!(width(32, 1, 520, 64), 128);
+        assert_eq!(width(16, 1, 520, 64), 128);
         // The shapes of `tests/gpu_tc_model.rs::attention_score_calls_match_the_model`.
         assert_eq!(width(300, 1, 520, 64), 256);
         assert_eq!(width(280, 2, 264, 72), 256);
