@@ -78,8 +78,7 @@ impl ConsumerSchedule for PingPong {
     ) {
         const {
             assert!(
-                (BN == PINGPONG_BN && BM == TILE_M)
-                    || (BM <= 16 && config::wide_short_built(BM) && B_K && A_K),
+                (BN == PINGPONG_BN && BM == TILE_M) || (config::wide_short_built(BM) && B_K && A_K),
                 "the ping-pong tiles: (128, 128), and the wide tiles of 8 and 16 rows"
             )
         };
@@ -139,10 +138,10 @@ unsafe fn consume_with<
         let mut it = j as u32 * kt;
         // A tile whose rows all lie past M computes nothing (rows of a cluster tile past M).
         let active = t.m0 < p.m;
-        // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together,
-        // its turn taken (see the module docs).
         // A short tile is one 64-row wgmma block (rows past BM never stored), as in the
         // cooperative schedule's warpgroup 0; the (128, 128) tile two.
+        // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together,
+        // its turn taken (see the module docs).
         let acc = unsafe {
             if active {
                 mainloop::consume::<E, A_K, B_K, BN, BM, true, CLUSTER, true>(
