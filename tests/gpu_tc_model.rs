@@ -541,6 +541,54 @@ fn attention_score_calls_match_the_model() {
     tally.report(&gpu, "attention score calls");
 }
 
+/// Batches of small products with B N-contiguous, as a decode step's `attn @ v` (one row of
+/// attention weights against each head's values, 64 columns): with more tiles than the GPU
+/// has blocks the host gives the 64-column tiles of 8 and 16 rows ping-pong consumers
+/// (`host/src/cuda/hopper.rs`, `pingpong_short_values`; the first four shapes on the H200's
+/// 132 SMs, the last in one round with one consumer), with K tails and partial last tiles.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn attention_value_calls_match_the_model() {
+    let Some(gpu) = gpu_engine() else { return };
+    let (cpu, stream) = (cpu(), RawStream::new());
+    let mut rng = Rng::new(0x5c_0e56);
+    let mut tally = Tally::default();
+    for dtype in DTYPES {
+        for dist in DISTS {
+            for (batch, m, n, k) in [
+                (300, 1, 64, 520),
+                (280, 2, 64, 264),
+                (140, 11, 64, 250),
+                (200, 9, 72, 136),
+                (40, 1, 64, 520),
+            ] {
+                for mode in [
+                    OutputMode::Overwrite(DType::F32),
+                    OutputMode::Overwrite(dtype),
+                    OutputMode::AccumulateF32,
+                ] {
+                    let mut g = plain(m, n, k, dtype, Layout::RowMajor, Layout::RowMajor);
+                    g.batch = batch;
+                    g.a.batch_stride = m * k;
+                    g.b.batch_stride = k * n;
+                    g.c.mode = mode;
+                    g.c.batch_stride = m * n;
+                    let p = problem(g, dist, &mut rng);
+                    run(
+                        &gpu,
+                        &cpu,
+                        &stream,
+                        &p,
+                        &mut tally,
+                        &format!("{dtype} {dist:?} attention values"),
+                    );
+                }
+            }
+        }
+    }
+    tally.report(&gpu, "attention value calls");
+}
+
 /// Hundreds of k16 steps (up to 1,300), with tails, in every distribution: the chaining of
 /// steps, where the accumulator's exponent rises above the products'.
 #[test]

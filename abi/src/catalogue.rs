@@ -610,6 +610,14 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_f16_rc_n256_m16_pp F16, true, true, 16, 256, 1, PingPong;
                     sgemm_bi_hopper_bf16_rc_n128_m16_pp Bf16, true, true, 16, 128, 1, PingPong;
                     sgemm_bi_hopper_f16_rc_n128_m16_pp F16, true, true, 16, 128, 1, PingPong;
+                    // Tiles of 8 and 16 rows by 64 columns of an N-contiguous B: many small
+                    // products against row-major values (decode attention's `attn @ v`), more
+                    // tiles than blocks. Ping-pong consumers: a block's two tiles' chains run
+                    // side by side instead of one after the other.
+                    sgemm_bi_hopper_bf16_rr_n64_m8_pp Bf16, true, false, 8, 64, 1, PingPong;
+                    sgemm_bi_hopper_f16_rr_n64_m8_pp F16, true, false, 8, 64, 1, PingPong;
+                    sgemm_bi_hopper_bf16_rr_n64_m16_pp Bf16, true, false, 16, 64, 1, PingPong;
+                    sgemm_bi_hopper_f16_rr_n64_m16_pp F16, true, false, 16, 64, 1, PingPong;
                     // Ping-pong consumers (`hopper::pingpong`): (128, 128) tiles, one per
                     // consumer warpgroup.
                     sgemm_bi_hopper_bf16_rr_n128_pp Bf16, true, false, 128, 128, 1, PingPong;

@@ -263,7 +263,7 @@ pub(crate) const PINGPONG_BN: u32 = 128;
 /// (dW 4096³: 0.93× → 1.02× of cuBLAS; the overwrite modes gained nothing, docs/perf-notes.md,
 /// version 10). `SGEMM_BI_PINGPONG=off` or `all` changes it, for measurements. The wide
 /// tiles of 8 and 16 rows are built with ping-pong consumers only ([`schedule_for_width`]),
-/// whatever it says.
+/// whatever it says; `off` keeps their 64-column tiles of an N-contiguous B cooperative.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PingPongUse {
     Off,
@@ -301,12 +301,35 @@ fn pingpong_short(bm: u32, bn: u32) -> bool {
     wide_short_built(bm) && WIDE_SHORT_BN.contains(&bn)
 }
 
+/// Whether `g`'s (bm, bn) tiles are the 64-column tiles of 8 or 16 rows of an N-contiguous B
+/// (decode attention's `attn @ v`: one query row against each head's values) with more tiles
+/// than blocks. Those take the ping-pong consumers too: a short tile's chain over K is
+/// latency, and with one consumer a block ran its second tile's chain after its first (256
+/// products of 1 × 520 × 64 in two rounds on 132 SMs); with two, side by side. Not with
+/// `SGEMM_BI_PINGPONG=off`, for measurements.
+fn pingpong_short_values(g: &Gemm, bm: u32, bn: u32, sms: usize, use_: PingPongUse) -> bool {
+    let tiles = g.m.div_ceil(bm as usize) * g.n.div_ceil(bn as usize) * g.batch;
+    use_ != PingPongUse::Off
+        && wide_short_built(bm)
+        && bn == NARROW_BN
+        && g.b.layout == Layout::RowMajor
+        && tiles > sms
+}
+
 /// The schedule of (bm, bn) tiles once the width is chosen: the wide tiles of 8 and 16 rows
 /// (`WIDE_SHORT_BN`) are built with ping-pong consumers only, whose two warpgroups take the
 /// tiles in turn (`kernels-gpu/src/hopper/pingpong.rs`): a short tile's time is its
-/// consumer's instructions, and the second warpgroup's tile fills their gaps.
-pub(crate) fn schedule_for_width(bm: u32, bn: u32, schedule: Schedule) -> Schedule {
-    if pingpong_short(bm, bn) {
+/// consumer's instructions, and the second warpgroup's tile fills their gaps. So are the
+/// 64-column ones of an N-contiguous B when there are more tiles than blocks
+/// ([`pingpong_short_values`]).
+pub(crate) fn schedule_for_width(
+    g: &Gemm,
+    (bm, bn): (u32, u32),
+    sms: usize,
+    use_: PingPongUse,
+    schedule: Schedule,
+) -> Schedule {
+    if pingpong_short(bm, bn) || pingpong_short_values(g, bm, bn, sms, use_) {
         Schedule::PingPong
     } else {
         schedule
@@ -576,7 +599,7 @@ fn plan(
             (bn, cluster_size(g, bn))
         }
     };
-    let schedule = schedule_for_width(bm, bn, schedule);
+    let schedule = schedule_for_width(g, (bm, bn), sms, use_, schedule);
     if g.a.dtype == DType::F32 {
         return Err(Unsupported::Element { dtype: g.a.dtype });
     }
@@ -965,12 +988,17 @@ mod tests {
     /// need fewer rounds; long K keeps the decode widths.
     #[test]
     fn short_products_take_wide_tiles() {
-        let rc = (Layout::RowMajor, Layout::ColMajor);
-        let width = |batch, m, n, k| {
-            let mut g = gemm(m, n, k, rc);
+        let (rc, rr) = (
+            (Layout::RowMajor, Layout::ColMajor),
+            (Layout::RowMajor, Layout::RowMajor),
+        );
+        let batched = |batch, m, n, k, layouts| {
+            let mut g = gemm(m, n, k, layouts);
             g.batch = batch;
-            tile_n(&g, tile_m(&g, 132), 132, SkinnyUse::All)
+            g
         };
+        let width_of = |g: &Gemm| tile_n(g, tile_m(g, 132), 132, SkinnyUse::All);
+        let width = |batch, m, n, k| width_of(&batched(batch, m, n, k, rc));
         // 32 heads × batch 8 over a static cache of 520 keys: 768 tiles of 256 columns (three
         // rounds of two tiles a block) against 1280 of 128 and 2304 of 64; at batch 1, 160
         // tiles of 128 are one round of two a block, as 96 of 256 are.
@@ -993,13 +1021,27 @@ mod tests {
             "sgemm_bi_hopper_f16_rc_n128_m16_pp"
         );
         // Their consumers take the tiles in turn (two warpgroups).
+        let acc = PingPongUse::Accumulate;
+        let for_width = |g: &Gemm, bm, bn, use_| {
+            schedule_for_width(g, (bm, bn), 132, use_, Schedule::Cooperative)
+        };
+        let scores = batched(256, 1, 520, 64, rc);
+        assert_eq!(for_width(&scores, 8, 256, acc), Schedule::PingPong);
+        assert_eq!(for_width(&scores, 8, 64, acc), Schedule::Cooperative);
+        // `attn @ v` (B N-contiguous, 64 columns): ping-pong when the tiles outnumber the
+        // blocks (256 products), not in one round (32) nor with `SGEMM_BI_PINGPONG=off`.
+        let values = |batch| batched(batch, 1, 64, 520, rr);
+        assert_eq!(width_of(&values(256)), NARROW_BN);
+        assert_eq!(for_width(&values(256), 8, 64, acc), Schedule::PingPong);
+        assert_eq!(for_width(&values(256), 16, 64, acc), Schedule::PingPong);
+        assert_eq!(for_width(&values(32), 8, 64, acc), Schedule::Cooperative);
         assert_eq!(
-            schedule_for_width(8, 256, Schedule::Cooperative),
-            Schedule::PingPong
+            for_width(&values(256), 8, 64, PingPongUse::Off),
+            Schedule::Cooperative
         );
         assert_eq!(
-            schedule_for_width(8, 64, Schedule::Cooperative),
-            Schedule::Cooperative
+            entry_name(DType::BF16, rr, 8, 64, 1, Schedule::PingPong),
+            "sgemm_bi_hopper_bf16_rr_n64_m8_pp"
         );
     }
 

@@ -4,7 +4,10 @@
 //! (`config::WIDE_SHORT_BN`) take the same turns, one 64-row wgmma block each: there a
 //! tile's time is its consumer's instructions (one stage of K, four 64-column pieces to
 //! store) with one warp per scheduler, and a second warpgroup's tile fills the gaps
-//! (docs/perf-notes.md, "Short tiles: the consumer's instructions").
+//! (docs/perf-notes.md, "Short tiles: the consumer's instructions"). So do the 64-column
+//! tiles of 8 and 16 rows of an N-contiguous B (decode attention's `attn @ v`, one 64-column
+//! box of values per tile) when there are more tiles than blocks: a short tile's chain is
+//! latency, and a block's second tile's chain runs beside its first instead of after it.
 //!
 //! With the cooperative consumers (`super::consume_tiles`) both warpgroups finish their
 //! halves of a tile at the same moment and the tensor cores idle through the epilogue. That
@@ -78,8 +81,10 @@ impl ConsumerSchedule for PingPong {
     ) {
         const {
             assert!(
-                (BN == PINGPONG_BN && BM == TILE_M) || (config::wide_short_built(BM) && B_K && A_K),
-                "the ping-pong tiles: (128, 128), and the wide tiles of 8 and 16 rows"
+                (BN == PINGPONG_BN && BM == TILE_M)
+                    || (config::wide_short_built(BM) && A_K && (B_K || BN == config::NARROW_BN)),
+                "the ping-pong tiles: (128, 128), the wide tiles of 8 and 16 rows, and their \
+                 64-column tiles of an N-contiguous B"
             )
         };
         // SAFETY (all arms): forwarded contract; the kind is the launch's output mode.
