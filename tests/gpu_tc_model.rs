@@ -495,31 +495,29 @@ fn decode_calls_match_the_model() {
     tally.report(&gpu, "decode calls");
 }
 
-/// Batches of small products with A and B K-contiguous, as a decode step's attention scores
-/// (one query row by a short K against each head's keys): the host gives them the wide tiles
-/// of 8 and 16 rows (`hopper::WIDE_SHORT_BN`; 256 columns for the first three shapes, 128
-/// for the last, on the H200's 132 SMs), with K tails and partial last tiles.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn attention_score_calls_match_the_model() {
+/// Batches of small products, `(batch, m, n, k)`, with A row-major and B in layout `lb`
+/// (each product's operands and output packed one after another), in every dtype,
+/// distribution and output mode, against the model.
+fn batched_calls_match_the_model(
+    lb: Layout,
+    shapes: &[(usize, usize, usize, usize)],
+    seed: u64,
+    kind: &str,
+    report: &str,
+) {
     let Some(gpu) = gpu_engine() else { return };
     let (cpu, stream) = (cpu(), RawStream::new());
-    let mut rng = Rng::new(0x5c_0e55);
+    let mut rng = Rng::new(seed);
     let mut tally = Tally::default();
     for dtype in DTYPES {
         for dist in DISTS {
-            for (batch, m, n, k) in [
-                (300, 1, 520, 64),
-                (280, 2, 264, 72),
-                (140, 11, 250, 128),
-                (200, 9, 120, 136),
-            ] {
+            for &(batch, m, n, k) in shapes {
                 for mode in [
                     OutputMode::Overwrite(DType::F32),
                     OutputMode::Overwrite(dtype),
                     OutputMode::AccumulateF32,
                 ] {
-                    let mut g = plain(m, n, k, dtype, Layout::RowMajor, Layout::ColMajor);
+                    let mut g = plain(m, n, k, dtype, Layout::RowMajor, lb);
                     g.batch = batch;
                     g.a.batch_stride = m * k;
                     g.b.batch_stride = n * k;
@@ -532,13 +530,34 @@ fn attention_score_calls_match_the_model() {
                         &stream,
                         &p,
                         &mut tally,
-                        &format!("{dtype} {dist:?} attention scores"),
+                        &format!("{dtype} {dist:?} {kind}"),
                     );
                 }
             }
         }
     }
-    tally.report(&gpu, "attention score calls");
+    tally.report(&gpu, report);
+}
+
+/// Batches of small products with A and B K-contiguous, as a decode step's attention scores
+/// (one query row by a short K against each head's keys): the host gives them the wide tiles
+/// of 8 and 16 rows (`hopper::WIDE_SHORT_BN`; 256 columns for the first three shapes, 128
+/// for the last, on the H200's 132 SMs), with K tails and partial last tiles.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn attention_score_calls_match_the_model() {
+    batched_calls_match_the_model(
+        Layout::ColMajor,
+        &[
+            (300, 1, 520, 64),
+            (280, 2, 264, 72),
+            (140, 11, 250, 128),
+            (200, 9, 120, 136),
+        ],
+        0x5c_0e55,
+        "attention scores",
+        "attention score calls",
+    );
 }
 
 /// Batches of small products with B N-contiguous, as a decode step's `attn @ v` (one row of
@@ -549,44 +568,19 @@ fn attention_score_calls_match_the_model() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn attention_value_calls_match_the_model() {
-    let Some(gpu) = gpu_engine() else { return };
-    let (cpu, stream) = (cpu(), RawStream::new());
-    let mut rng = Rng::new(0x5c_0e56);
-    let mut tally = Tally::default();
-    for dtype in DTYPES {
-        for dist in DISTS {
-            for (batch, m, n, k) in [
-                (300, 1, 64, 520),
-                (280, 2, 64, 264),
-                (140, 11, 64, 250),
-                (200, 9, 72, 136),
-                (40, 1, 64, 520),
-            ] {
-                for mode in [
-                    OutputMode::Overwrite(DType::F32),
-                    OutputMode::Overwrite(dtype),
-                    OutputMode::AccumulateF32,
-                ] {
-                    let mut g = plain(m, n, k, dtype, Layout::RowMajor, Layout::RowMajor);
-                    g.batch = batch;
-                    g.a.batch_stride = m * k;
-                    g.b.batch_stride = k * n;
-                    g.c.mode = mode;
-                    g.c.batch_stride = m * n;
-                    let p = problem(g, dist, &mut rng);
-                    run(
-                        &gpu,
-                        &cpu,
-                        &stream,
-                        &p,
-                        &mut tally,
-                        &format!("{dtype} {dist:?} attention values"),
-                    );
-                }
-            }
-        }
-    }
-    tally.report(&gpu, "attention value calls");
+    batched_calls_match_the_model(
+        Layout::RowMajor,
+        &[
+            (300, 1, 64, 520),
+            (280, 2, 64, 264),
+            (140, 11, 64, 250),
+            (200, 9, 72, 136),
+            (40, 1, 64, 520),
+        ],
+        0x5c_0e56,
+        "attention values",
+        "attention value calls",
+    );
 }
 
 /// Hundreds of k16 steps (up to 1,300), with tails, in every distribution: the chaining of

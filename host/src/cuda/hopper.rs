@@ -92,7 +92,7 @@ pub(crate) fn can_implement(g: &Gemm, a: usize, b: usize, c: usize) -> Result<()
 /// 128); 128 rows otherwise. Any choice gives the same bits.
 pub(crate) fn tile_m(g: &Gemm, sms: usize) -> u32 {
     let a_k = g.a.layout == Layout::RowMajor;
-    let tall_tiles = g.m.div_ceil(BM as usize) * g.n.div_ceil(NARROW_BN as usize) * g.batch;
+    let tall_tiles = tile_count(g, BM, NARROW_BN);
     let short = BM_CHOICES
         .into_iter()
         .filter(|&bm| bm < 64 && a_k && g.m <= bm as usize)
@@ -130,7 +130,7 @@ pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
         return narrow_width(g, bm, sms, skinny);
     }
     let cost = |bn: u32| {
-        let tiles = g.m.div_ceil(BM as usize) * g.n.div_ceil(bn as usize) * g.batch;
+        let tiles = tile_count(g, BM, bn);
         tiles.div_ceil(sms.max(1)) as f64 * f64::from(bn) / width_rate(bn)
     };
     BN_CHOICES
@@ -218,7 +218,7 @@ pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> 
         return NARROW_BN;
     }
     let streamed = |bn: u32| {
-        let tiles = g.m.div_ceil(bm as usize) * g.n.div_ceil(bn as usize) * g.batch;
+        let tiles = tile_count(g, bm, bn);
         let per_tile = (bm + bn) as usize * g.k * g.a.dtype.size() + TILE_OVERHEAD_BYTES;
         // A block of the wide short tiles has two consumer warpgroups taking its tiles in
         // turn (`schedule_for_width`); at short K a tile's time is mostly its consumer's
@@ -301,6 +301,11 @@ fn pingpong_short(bm: u32, bn: u32) -> bool {
     wide_short_built(bm) && WIDE_SHORT_BN.contains(&bn)
 }
 
+/// Tiles of (bm, bn) that cover `g`'s output, every batch entry.
+fn tile_count(g: &Gemm, bm: u32, bn: u32) -> usize {
+    g.m.div_ceil(bm as usize) * g.n.div_ceil(bn as usize) * g.batch
+}
+
 /// Whether `g`'s (bm, bn) tiles are the 64-column tiles of 8 or 16 rows of an N-contiguous B
 /// (decode attention's `attn @ v`: one query row against each head's values) with more tiles
 /// than blocks. Those take the ping-pong consumers too: a short tile's chain over K is
@@ -308,12 +313,11 @@ fn pingpong_short(bm: u32, bn: u32) -> bool {
 /// products of 1 × 520 × 64 in two rounds on 132 SMs); with two, side by side. Not with
 /// `SGEMM_BI_PINGPONG=off`, for measurements.
 fn pingpong_short_values(g: &Gemm, bm: u32, bn: u32, sms: usize, use_: PingPongUse) -> bool {
-    let tiles = g.m.div_ceil(bm as usize) * g.n.div_ceil(bn as usize) * g.batch;
     use_ != PingPongUse::Off
         && wide_short_built(bm)
         && bn == NARROW_BN
         && g.b.layout == Layout::RowMajor
-        && tiles > sms
+        && tile_count(g, bm, bn) > sms
 }
 
 /// The schedule of (bm, bn) tiles once the width is chosen: the wide tiles of 8 and 16 rows
