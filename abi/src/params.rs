@@ -70,6 +70,9 @@ pub struct HopperParams {
     pub map_b: TensorMap,
     pub map_c: TensorMap,
     pub gemm: GemmParams,
+    /// K tiles of its first tile's B that each block asks L2 for before it waits for the
+    /// previous kernel on the stream (`hopper::gemm`): a hint, 0 for none.
+    pub l2_prefetch_k_tiles: u32,
 }
 
 /// Parameters of the grouped Hopper kernels (torch's 2-D × 3-D `grouped_mm`): `base` is the

@@ -146,7 +146,11 @@ macro_rules! define_entries {
             let map_c = crate::kernel_param_generic_address!($name, 256);
             // SAFETY: forwarded launch contract.
             unsafe {
-                hopper::gemm::<$elem, $a, $b, $bn, $bm, $c, $s>(&p.gemm, [map_a, map_b, map_c])
+                hopper::gemm::<$elem, $a, $b, $bn, $bm, $c, $s>(
+                    &p.gemm,
+                    [map_a, map_b, map_c],
+                    p.l2_prefetch_k_tiles,
+                )
             }
         }
     )*};

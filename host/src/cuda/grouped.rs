@@ -293,6 +293,9 @@ impl GroupedKernels {
                 map_b,
                 map_c,
                 gemm,
+                // The grouped kernels do not read it (a group's first tile is known only
+                // once the group ends are, after the wait).
+                l2_prefetch_k_tiles: 0,
             },
             group_ends: ends as u64,
             errors,

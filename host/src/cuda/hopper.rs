@@ -544,6 +544,19 @@ pub(crate) struct HopperKernels {
     /// Launch with programmatic stream serialization (see `launch`); off with
     /// `SGEMM_BI_DEPENDENT_LAUNCH=0`.
     dependent_launch: bool,
+    /// K tiles of B each block asks L2 for before it waits for the previous kernel
+    /// (`HopperParams::l2_prefetch_k_tiles`); `SGEMM_BI_L2_PREFETCH=<n>`, none by default.
+    l2_prefetch_k_tiles: u32,
+}
+
+/// `SGEMM_BI_L2_PREFETCH`: how many K tiles of B each block of a Hopper call asks L2 for
+/// before it waits for the previous kernel (0, the default, for none; at most a whole K).
+/// For measurements: what it is worth is not settled (docs/perf-notes.md).
+fn l2_prefetch_from_env() -> u32 {
+    std::env::var("SGEMM_BI_L2_PREFETCH")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(0)
 }
 
 /// Whether entry points are built for narrow tiles of `bm` rows with A of `a_layout`.
@@ -562,6 +575,7 @@ impl HopperKernels {
             pingpong_use: PingPongUse::from_env(),
             skinny: SkinnyUse::from_env(),
             dependent_launch: !std::env::var("SGEMM_BI_DEPENDENT_LAUNCH").is_ok_and(|v| v == "0"),
+            l2_prefetch_k_tiles: l2_prefetch_from_env(),
         }
     }
 
@@ -676,6 +690,7 @@ impl Planner for HopperPlanner<'_> {
             map_b,
             map_c,
             gemm: gemm_params(g, p, bm, bn),
+            l2_prefetch_k_tiles: self.kernels.l2_prefetch_k_tiles,
         };
         // Persistent: one block per SM at most, whole clusters, each cluster a tile of
         // `cluster` tile rows.

@@ -64,6 +64,29 @@ pub unsafe fn cp_async_bulk_tensor_3d_multicast(
     };
 }
 
+/// `cp.async.bulk.prefetch.tensor.3d.L2.global.tile`: asks L2 for the box at coordinates
+/// (`c0`, `c1`, `c2`) (innermost first) of the tensor map at generic address `map`. A hint:
+/// it reads nothing into the SM and is no memory operation of the memory model, so it may be
+/// issued before the kernel may read the tensor (before `griddepcontrol.wait`) without
+/// changing what a later read returns — L2 is the point of coherence of the device's memory.
+///
+/// # Safety
+/// `map` is the generic address of a valid tensor map.
+#[inline(always)]
+pub unsafe fn cp_async_bulk_prefetch_tensor_3d_l2(map: u64, coords: [i32; 3]) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "cp.async.bulk.prefetch.tensor.3d.L2.global.tile [{m}, {{{c0}, {c1}, {c2}}}];",
+            m = in(reg64) map,
+            c0 = in(reg32) coords[0],
+            c1 = in(reg32) coords[1],
+            c2 = in(reg32) coords[2],
+            options(nostack)
+        )
+    };
+}
+
 /// `cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group`: copies shared `src` (a box
 /// laid out as the map's swizzle says) to the box at coordinates (`c0`, `c1`, `c2`)
 /// (innermost first) of the tensor map at generic address `map`; the parts of the box

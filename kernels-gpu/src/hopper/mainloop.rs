@@ -24,7 +24,8 @@ use crate::arch::mbarrier::{
 use crate::arch::shared::st_shared_v4_b32;
 use crate::arch::sync::bar_sync_named;
 use crate::arch::tma::{
-    cp_async_bulk_tensor_3d, cp_async_bulk_tensor_3d_multicast, fence_proxy_async_shared_cta,
+    cp_async_bulk_prefetch_tensor_3d_l2, cp_async_bulk_tensor_3d,
+    cp_async_bulk_tensor_3d_multicast, fence_proxy_async_shared_cta,
 };
 use crate::arch::wgmma::{wgmma_commit_group, wgmma_fence, wgmma_fence_operands, wgmma_wait_group};
 use crate::element::WgmmaElement;
@@ -303,6 +304,76 @@ pub(super) unsafe fn load_b<const B_K: bool, const BN: u32, const BM: u32, const
                 cp_async_bulk_tensor_3d_multicast(dst, map_b, [n, k0, bb], full, all);
             }
         }
+    }
+}
+
+/// Asks L2 for the first `k_tiles_wanted` K tiles of this block's part of its first tile's
+/// B (the boxes [`load_b`] copies later), in calls of one tile row, so that while the block
+/// waits for the previous kernel on the stream its weight is already on the way from DRAM.
+/// At decode a call's blocks spent 2.1–3.6 µs from entry to their first stage
+/// (docs/perf-notes.md, "Decode: the operands swapped"), a quarter of the call; a block
+/// launched early by programmatic dependent launch can spend that during the previous
+/// kernel's last blocks instead.
+///
+/// A hint only: the copies read B again after `griddepcontrol.wait`, through L2, which holds
+/// whatever the previous kernel wrote, so the values read do not depend on it.
+///
+/// # Safety
+/// `map_b` is the generic address of B's tensor map (as for [`produce`]).
+#[inline(always)]
+pub(super) unsafe fn prefetch_b_l2<
+    const B_K: bool,
+    const BN: u32,
+    const BM: u32,
+    const CLUSTER: u32,
+>(
+    p: &GemmParams,
+    map_b: u64,
+    walk: &Walk<CLUSTER>,
+    rank: u32,
+    k_tiles_wanted: u32,
+) {
+    if k_tiles_wanted == 0 {
+        return;
+    }
+    // Calls of several tile rows are not short enough for their setup to matter.
+    let Some(t) = walk.first_of_one_row::<BM, BN>() else {
+        return;
+    };
+    let bb = batch_coord(p.batch_stride_b, t.batch);
+    let n0 = t.n0 as i32;
+    let b_part = BN / CLUSTER;
+    let count = k_tiles_wanted.min(k_tiles(p));
+    let mut kt = 0u32;
+    while kt < count {
+        // One copy request per trip, not unrolled: LLVM and ptxas together made 270
+        // instructions of this loop in every entry point, which the block runs once. The
+        // move hides the count from LLVM's unroller, the pragma stops ptxas's. SAFETY: a
+        // directive and a register move.
+        unsafe {
+            core::arch::asm!(
+                ".pragma \"nounroll\";",
+                "mov.u32 {k}, {k};",
+                k = inout(reg32) kt,
+                options(nomem, nostack, preserves_flags)
+            )
+        };
+        let k0 = (kt * BK) as i32;
+        // SAFETY (all): forwarded contract; a prefetch of a box outside the tensor fetches
+        // nothing.
+        unsafe {
+            if B_K {
+                let n = n0 + (rank * b_part) as i32;
+                cp_async_bulk_prefetch_tensor_3d_l2(map_b, [k0, n, bb]);
+            } else {
+                for j in 0..b_part / SWIZZLE_ELEMS {
+                    let i = rank * (b_part / SWIZZLE_ELEMS) + j;
+                    let n = n0 + (i * SWIZZLE_ELEMS) as i32;
+                    cp_async_bulk_prefetch_tensor_3d_l2(map_b, [n, k0, bb]);
+                }
+            }
+        }
+        kt += 1;
     }
 }
 

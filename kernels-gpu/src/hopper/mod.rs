@@ -102,6 +102,7 @@ pub unsafe fn gemm<
 >(
     p: &GemmParams,
     maps: [u64; 3],
+    l2_prefetch_k_tiles: u32,
 ) {
     let [map_a, map_b, map_c] = maps;
     const {
@@ -120,9 +121,24 @@ pub unsafe fn gemm<
     let wg = tid / 128;
     let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
     let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
+    // SAFETY: `rank` is this block's rank in its cluster (forwarded launch contract).
+    let walk = unsafe { Walk::<CLUSTER>::new(p, rank) };
     if tid == 0 {
-        // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
-        unsafe { st.init(CLUSTER, S::readers(BM)) };
+        // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with; the maps
+        // are kernel parameters, which the previous kernel cannot have written, and a
+        // prefetch into L2 is a hint (`mainloop::prefetch_b_l2`), so neither waits for it.
+        unsafe {
+            st.init(CLUSTER, S::readers(BM));
+            prefetch_tensormap(map_a);
+            prefetch_tensormap(map_b);
+            mainloop::prefetch_b_l2::<B_K, BN, BM, CLUSTER>(
+                p,
+                map_b,
+                &walk,
+                rank,
+                l2_prefetch_k_tiles,
+            );
+        }
     }
     // The peers signal this block's barriers: they must see them initialised.
     if CLUSTER > 1 {
@@ -143,15 +159,11 @@ pub unsafe fn gemm<
     // more than the first.
     griddepcontrol_wait();
     griddepcontrol_launch_dependents();
-    // SAFETY: `rank` is this block's rank in its cluster (forwarded launch contract).
-    let walk = unsafe { Walk::<CLUSTER>::new(p, rank) };
     if wg == 0 {
         setmaxnreg_dec::<PRODUCER_REGS>();
         if tid == 0 {
             // SAFETY: forwarded contract.
             unsafe {
-                prefetch_tensormap(map_a);
-                prefetch_tensormap(map_b);
                 mainloop::produce::<A_K, B_K, BN, BM, CLUSTER>(p, &st, map_a, map_b, &walk, rank);
             }
         }

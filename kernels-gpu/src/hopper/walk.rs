@@ -53,6 +53,15 @@ impl<const CLUSTER: u32> Walk<CLUSTER> {
         (self.first, self.step)
     }
 
+    /// This block's first tile when the problem has one tile row per batch entry (every
+    /// decode call), else None: the general case's tile order costs three 64-bit divisions,
+    /// code that a block's setup (`mainloop::prefetch_b_l2`) should not carry.
+    #[inline(always)]
+    pub fn first_of_one_row<const BM: u32, const BN: u32>(&self) -> Option<Tile> {
+        (self.sched.tiles_m == 1 && self.first < self.count())
+            .then(|| self.tile::<BM, BN>(self.first))
+    }
+
     /// This block's part of cluster tile `i` (below [`Self::count`]) for (BM, BN) tiles.
     #[inline(always)]
     pub fn tile<const BM: u32, const BN: u32>(&self, i: u64) -> Tile {
