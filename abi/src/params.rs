@@ -146,3 +146,23 @@ impl GroupErrorRecord {
     /// `flag`: a group end below the previous end (or below 0), or past `limit`.
     pub const BAD_END: u32 = 1;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::offset_of;
+
+    /// The Hopper entries find their tensor maps by byte offset in the parameter
+    /// (`kernel_param_generic_address!` with 0, 128 and 256 in `kernels-gpu/src/entry.rs`),
+    /// so a field placed before them, or a map moved, would hand the copy engine the wrong
+    /// bytes.
+    #[test]
+    fn the_tensor_maps_sit_where_the_entries_read_them() {
+        assert_eq!(offset_of!(HopperParams, map_a), 0);
+        assert_eq!(offset_of!(HopperParams, map_b), 128);
+        assert_eq!(offset_of!(HopperParams, map_c), 256);
+        assert_eq!(offset_of!(GroupedHopperParams, base), 0);
+        assert!(offset_of!(HopperParams, gemm) >= 384);
+        assert!(offset_of!(HopperParams, l2_prefetch_k_tiles) > offset_of!(HopperParams, gemm));
+    }
+}
