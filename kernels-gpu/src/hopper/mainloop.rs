@@ -346,10 +346,10 @@ pub(super) unsafe fn prefetch_b_l2<
     let count = k_tiles_wanted.min(k_tiles(p));
     let mut kt = 0u32;
     while kt < count {
-        // One copy request per trip, not unrolled: LLVM and ptxas together made 270
-        // instructions of this loop in every entry point, which the block runs once. The
-        // move hides the count from LLVM's unroller, the pragma stops ptxas's. SAFETY: a
-        // directive and a register move.
+        // One copy request per trip, not unrolled: LLVM and ptxas together unrolled this
+        // loop into some 200 instructions in every entry point, for a loop the block runs
+        // once (docs/perf-notes.md). The move hides the count from LLVM's unroller, the
+        // pragma stops ptxas's. SAFETY: a directive and a register move.
         unsafe {
             core::arch::asm!(
                 ".pragma \"nounroll\";",
