@@ -544,19 +544,39 @@ pub(crate) struct HopperKernels {
     /// Launch with programmatic stream serialization (see `launch`); off with
     /// `SGEMM_BI_DEPENDENT_LAUNCH=0`.
     dependent_launch: bool,
-    /// K tiles of B each block asks L2 for before it waits for the previous kernel
-    /// (`HopperParams::l2_prefetch_k_tiles`); `SGEMM_BI_L2_PREFETCH=<n>`, none by default.
+    /// K tiles of B each block asks L2 for before it waits for the previous kernel, in calls
+    /// of one wave (`l2_prefetch_for`); `SGEMM_BI_L2_PREFETCH=<n>`,
+    /// [`DEFAULT_L2_PREFETCH_K_TILES`] when unset.
     l2_prefetch_k_tiles: u32,
 }
 
-/// `SGEMM_BI_L2_PREFETCH`: how many K tiles of B each block of a Hopper call asks L2 for
-/// before it waits for the previous kernel (0, the default, for none; at most a whole K).
-/// For measurements: what it is worth is not settled (docs/perf-notes.md).
+/// K tiles of B a block asks L2 for before the dependent-launch wait when nothing says
+/// otherwise. Measured on the H200 (docs/perf-notes.md, "Decode: the weight asked of L2
+/// before the dependent-launch wait"): 8 raised the ratio to cuBLAS by 0.01–0.09 on each of
+/// the 16 one-wave decode shapes of the 1.1B Llama; the whole K lowered it by up to 0.20.
+pub(crate) const DEFAULT_L2_PREFETCH_K_TILES: u32 = 8;
+
+/// `SGEMM_BI_L2_PREFETCH`: how many K tiles of B each block of a one-wave Hopper call asks
+/// L2 for before it waits for the previous kernel (0 for none; more than K is the whole K);
+/// [`DEFAULT_L2_PREFETCH_K_TILES`] when unset or not a number.
 fn l2_prefetch_from_env() -> u32 {
     std::env::var("SGEMM_BI_L2_PREFETCH")
         .ok()
         .and_then(|v| v.trim().parse::<u32>().ok())
-        .unwrap_or(0)
+        .unwrap_or(DEFAULT_L2_PREFETCH_K_TILES)
+}
+
+/// The K tiles of B each block of a call asks L2 for: `k_tiles` when the grid holds every
+/// cluster tile at once (each block has one tile, the one it prefetches for), else none. On
+/// the calls of more tiles than the grid (the 32000-column output layer at M = 1 and 8) 8 K
+/// tiles lowered the ratio to cuBLAS by 0.01–0.07 on the H200, for a reason not yet found;
+/// those calls keep the plain start.
+fn l2_prefetch_for(cluster_tiles: u64, clusters: u32, k_tiles: u32) -> u32 {
+    if cluster_tiles <= u64::from(clusters) {
+        k_tiles
+    } else {
+        0
+    }
 }
 
 /// Whether entry points are built for narrow tiles of `bm` rows with A of `a_layout`.
@@ -685,20 +705,24 @@ impl Planner for HopperPlanner<'_> {
                 .map_err(map_err)?
             }
         };
+        let gemm = gemm_params(g, p, bm, bn);
+        // Persistent: one block per SM at most, whole clusters, each cluster a tile of
+        // `cluster` tile rows.
+        let cluster_tiles = gemm.tiles_m.div_ceil(cluster as u64) * gemm.tiles_n * gemm.batch;
+        let sms = self.kernels.sms;
+        let clusters = cluster_tiles.min((sms / cluster as usize).max(1) as u64) as u32;
+        let grid = clusters * cluster;
         let params = HopperParams {
             map_a,
             map_b,
             map_c,
-            gemm: gemm_params(g, p, bm, bn),
-            l2_prefetch_k_tiles: self.kernels.l2_prefetch_k_tiles,
+            gemm,
+            l2_prefetch_k_tiles: l2_prefetch_for(
+                cluster_tiles,
+                clusters,
+                self.kernels.l2_prefetch_k_tiles,
+            ),
         };
-        // Persistent: one block per SM at most, whole clusters, each cluster a tile of
-        // `cluster` tile rows.
-        let gm = &params.gemm;
-        let cluster_tiles = gm.tiles_m.div_ceil(cluster as u64) * gm.tiles_n * gm.batch;
-        let sms = self.kernels.sms;
-        let clusters = cluster_tiles.min((sms / cluster as usize).max(1) as u64) as u32;
-        let grid = clusters * cluster;
         // SAFETY: `value` is a plain-data union; each attribute sets the member its id names.
         let mut attributes: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
         attributes[0].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
@@ -724,6 +748,17 @@ impl Planner for HopperPlanner<'_> {
 mod tests {
     use super::*;
     use crate::types::{Output, OutputMode, Tier};
+
+    #[test]
+    fn only_calls_of_one_wave_prefetch_the_weight() {
+        // 44 tiles on 132 SMs: one tile a block, the count asked for.
+        assert_eq!(l2_prefetch_for(44, 44, 8), 8);
+        assert_eq!(l2_prefetch_for(132, 132, 3), 3);
+        // 250 tiles on 132 blocks: a block's first tile is not its only one; none.
+        assert_eq!(l2_prefetch_for(250, 132, 8), 0);
+        // Off stays off.
+        assert_eq!(l2_prefetch_for(1, 1, 0), 0);
+    }
 
     fn gemm(m: usize, n: usize, k: usize, layouts: (Layout, Layout)) -> Gemm {
         let op = |layout, rows: usize, cols: usize| Operand {
