@@ -1,11 +1,10 @@
 //! The Hopper kernels with each block's first K tiles of B asked of L2 before the
 //! dependent-launch wait (`SGEMM_BI_L2_PREFETCH`, `hopper::mainloop::prefetch_b_l2`), here
 //! the whole K rather than the default's 8 tiles, on calls of one wave (every call below;
-//! the host passes 0 to calls of more tiles than the grid). The
-//! prefetch is a hint: every call must still give the CPU model's bits, calls back to back on
-//! one stream must still see each other's writes, and a box that reaches past B's last
-//! column must not fault. A test binary of its own, because the engine reads the variable
-//! once per device and process.
+//! the host passes 0 to calls of more tiles than the grid). The prefetch is a hint: every
+//! call must still give the CPU model's bits, calls back to back on one stream must still
+//! see each other's writes, and a box that reaches past B's last column must not fault. A
+//! test binary of its own, because the engine reads the variable once per device and process.
 //!
 //! Needs a GPU: `bash .gpu/run gpu_l2_prefetch` on the GPU host.
 
