@@ -114,6 +114,18 @@ def _addmm_kernel(dims: int, torch_kernel: Any, native_bias: Any = None) -> Call
     only), which runs the bias path with no more Python."""
     def kernel(ks: Any, c: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1,
                alpha: Any = 1) -> Tensor:
+        if native_bias is not None and beta == 1 and alpha == 1 and type(a) in _PLAIN and (
+                type(b) in _PLAIN and type(c) in _PLAIN and c.dtype is a.dtype
+                and a.dim() == 2 and c.dim() == 1):
+            # F.linear's call with a bias, straight to the native op, which checks the rest
+            # (dtypes, devices, shapes) itself and refuses with a RuntimeError what it does
+            # not take; the checks below then route it or hand it to torch. This Python
+            # kernel is the call's floor (addmm takes Scalars, which a native kernel cannot
+            # receive), so every check it does not need is time over that floor.
+            try:
+                return native_bias(a, b, c, _TIER_CODES[tier], False)
+            except RuntimeError:
+                pass
         if _pair(a, b, dims) and type(c) in _PLAIN and c.dtype == a.dtype and (
                 c.get_device() == a.get_device()):
             if native_bias is not None and beta == 1 and alpha == 1:
@@ -256,7 +268,8 @@ def kernels(linear: bool = False, native: frozenset[str] = frozenset(),
     are torch's own and never one of these."""
     out = []
     ops = _native.ops() if native else None
-    native_bias = ops[1] if ops is not None else None
+    # The operator's C++ callable, without OpOverload.__call__'s Python frame.
+    native_bias = getattr(ops[1], "_op", ops[1]) if ops is not None else None
     for backend, autograd in (("CPU", "AutogradCPU"), ("CUDA", "AutogradCUDA")):
         try:
             theirs = {op: torch.library.get_kernel(f"aten::{op}", backend) for op in _OPS}
