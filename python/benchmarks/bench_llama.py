@@ -253,6 +253,12 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     rows: list[tuple[str, ...]] = []
     inv: list[tuple[str, ...]] = []
+
+    def add(table: list[tuple[str, ...]], row: tuple[str, ...]) -> None:
+        # Each row also as it is measured, so that a run cut short still tells what it had.
+        table.append(row)
+        print("  " + " | ".join(row), flush=True)
+
     for size_name, size in sizes.items():
         for attn in ("eager", "sdpa"):
             model = make_model(transformers, size, attn, device, dtype, max_len)
@@ -261,8 +267,8 @@ def main() -> None:
             prompts = torch.randint(0, vocab, (8, prompt_len), generator=gen).to(device)
             label = f"{size_name} {attn}"
             t_plain, t_mode, ratio = train_steps_interleaved(model, ids, device, repeats)
-            rows.append((label, "training step", f"{t_plain * 1e3:.2f} ms",
-                         f"{t_mode * 1e3:.2f} ms", f"{ratio:.3f}x time"))
+            add(rows, (label, "training step", f"{t_plain * 1e3:.2f} ms",
+                       f"{t_mode * 1e3:.2f} ms", f"{ratio:.3f}x time"))
             model.eval()
             for batch in (1, 8):
                 prompt = prompts[:batch]
@@ -285,15 +291,15 @@ def main() -> None:
                                 tps[on] = float("nan")
                                 print(f"  {label} {how} batch {batch} mode={on}: "
                                       f"{type(e).__name__}: {str(e)[:160]}")
-                    rows.append((label, f"decode b={batch} {how}", f"{tps[False]:.1f} tok/s",
-                                 f"{tps[True]:.1f} tok/s",
-                                 f"{tps[True] / tps[False]:.3f}x tok/s"))
+                    add(rows, (label, f"decode b={batch} {how}", f"{tps[False]:.1f} tok/s",
+                               f"{tps[True]:.1f} tok/s",
+                               f"{tps[True] / tps[False]:.3f}x tok/s"))
             for on in (False, True):
                 with torch.no_grad(), maybe_mode(on):
                     alone = model(input_ids=prompts[:1]).logits[0].float()
                     batched = model(input_ids=prompts).logits[0].float()
-                inv.append((label, "mode" if on else "plain",
-                            f"{(alone - batched).abs().max().item():.3g}"))
+                add(inv, (label, "mode" if on else "plain",
+                          f"{(alone - batched).abs().max().item():.3g}"))
             del model
             if cuda:
                 torch.cuda.empty_cache()
