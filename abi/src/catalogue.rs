@@ -598,6 +598,14 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_f16_rc_n16_m16 F16, true, true, 16, 16, 1, Cooperative;
                     sgemm_bi_hopper_bf16_rc_n16_m8 Bf16, true, true, 8, 16, 1, Cooperative;
                     sgemm_bi_hopper_f16_rc_n16_m8 F16, true, true, 8, 16, 1, Cooperative;
+                    // Decode tiles of 64 rows in clusters of two along N, sharing each
+                    // stage's A tile (`hopper::clusters_along_n`); A and B K-contiguous.
+                    sgemm_bi_hopper_bf16_rc_n48_m64_x2 Bf16, true, true, 64, 48, 2, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n48_m64_x2 F16, true, true, 64, 48, 2, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n32_m64_x2 Bf16, true, true, 64, 32, 2, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n32_m64_x2 F16, true, true, 64, 32, 2, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n16_m64_x2 Bf16, true, true, 64, 16, 2, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n16_m64_x2 F16, true, true, 64, 16, 2, Cooperative;
                     // Wide tiles of 8 and 16 rows (`hopper::WIDE_SHORT_BN`), A and B
                     // K-contiguous: many small products (decode attention scores). Ping-pong
                     // consumers: two warpgroups taking the tiles in turn, so that one's

@@ -43,6 +43,16 @@ pub const BK: u32 = 64;
 pub const MMA_K: u32 = 16;
 /// Rows of one consumer warpgroup's part of the tile (the M of one wgmma).
 pub const WG_M: u32 = 64;
+/// Whether the blocks of a cluster of (bm, ·) tiles lie along N, sharing each stage's A tile
+/// (multicast), rather than along M sharing its B tile. Along N for the narrow heights: a
+/// decode call has one tile row, and with the narrow decode widths each block's A tile (all of
+/// A at M ≤ 64) is as large as its strip of the weight or larger (64 × 4096 × 4096 in tiles of
+/// 32 columns: 512 KiB of A and 256 KiB of B a block). cuBLAS runs that shape in clusters
+/// of two along N (docs/perf-notes.md, "Decode: 32-column tiles").
+#[inline]
+pub const fn clusters_along_n(bm: u32) -> bool {
+    bm < BM
+}
 /// Consumer warpgroups of a tile of `bm` rows (each owns WG_M rows; one for the narrow
 /// tiles); warpgroup 0 is the producer.
 #[inline]

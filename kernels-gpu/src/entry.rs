@@ -8,8 +8,9 @@
 //! `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` = row-major, `c` =
 //! column-major; `_unaligned` loads operands element by element (any 2-byte
 //! alignment). The sm90a module has
-//! `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_x2|_m<BM>]` (ping-pong
-//! consumers, `hopper::pingpong`; clusters of two; tiles of BM < 128 rows), and
+//! `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_m<BM>][_x2]` (ping-pong
+//! consumers, `hopper::pingpong`; tiles of BM < 128 rows; clusters of two, along M for
+//! 128-row tiles and along N for the others, `hopper::walk`), and
 //! `sgemm_bi_hopper_grouped_<dtype>_<B layout>_n<BN>[_x2]` and `sgemm_bi_hopper_grouped_k_<dtype>_n<BN>`
 //! (the grouped forms, rows split and reduction split, `hopper::grouped`),
 //! and `sgemm_bi_scalar_<dtype>_<A layout><B layout>_sm90`: the 128 × 128 scalar tiles with more

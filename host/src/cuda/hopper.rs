@@ -13,8 +13,8 @@ use cudarc::driver::sys;
 pub(crate) use sgemm_bi_abi::catalogue::Schedule;
 use sgemm_bi_abi::catalogue::{Element, Family, Kind, Module};
 use sgemm_bi_abi::hopper::{
-    wide_short_built, BK, BM, BM_CHOICES, BN_CHOICES, DECODE_BN, EPILOGUE_PIECE_BYTES, NARROW_BN,
-    SWIZZLE_ELEMS, WG_M, WIDE_SHORT_BN,
+    clusters_along_n, wide_short_built, BK, BM, BM_CHOICES, BN_CHOICES, DECODE_BN,
+    EPILOGUE_PIECE_BYTES, NARROW_BN, SWIZZLE_ELEMS, WG_M, WIDE_SHORT_BN,
 };
 use sgemm_bi_abi::params::{HopperParams, TensorMap};
 
@@ -243,14 +243,43 @@ pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> 
 /// The tile width of the kernels built for clusters of two blocks.
 const CLUSTER_BN: u32 = 256;
 
-/// Blocks per cluster for `g` at tile width `bn`: 2 (neighbouring tiles along M share each
-/// stage's B tile through multicast) for the widest tiles when there are at least two tile
-/// rows, else 1. Like the tile width, it never changes a bit.
-pub(crate) fn cluster_size(g: &Gemm, bn: u32) -> u32 {
-    if bn == CLUSTER_BN && g.m > BM as usize {
+/// Blocks per cluster for `g` with (bm, bn) tiles: 2 for the widest tiles when there are
+/// at least two tile rows (neighbouring tiles along M share each stage's B tile through
+/// multicast), and for the 64-row decode tiles of a K-contiguous A when the tile columns
+/// pair up (neighbouring tiles along N share each stage's A tile, `DecodeClusters`); else 1.
+/// Like the tile width, it never changes a bit.
+pub(crate) fn cluster_size(g: &Gemm, (bm, bn): (u32, u32), decode: DecodeClusters) -> u32 {
+    let along_m = bm == BM && bn == CLUSTER_BN && g.m > BM as usize;
+    let along_n = decode == DecodeClusters::On
+        && bm == WG_M
+        && DECODE_BN.contains(&bn)
+        && g.a.layout == Layout::RowMajor
+        && g.b.layout == Layout::ColMajor
+        && g.n.div_ceil(bn as usize) % 2 == 0;
+    if along_m || along_n {
         2
     } else {
         1
+    }
+}
+
+/// Whether the 64-row decode tiles run in clusters of two along N (`SGEMM_BI_DECODE_CLUSTER`,
+/// read once per device: `off` or `0` for none, for measurements). Each block of such a
+/// tile otherwise reads all of A beside its strip of the weight: at 64 × 4096 × 4096 in
+/// tiles of 32 columns, 512 KiB of A and 256 KiB of B, where cuBLAS runs the same tiles in
+/// clusters of two along N (docs/perf-notes.md, "Decode: 32-column tiles").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DecodeClusters {
+    Off,
+    On,
+}
+
+impl DecodeClusters {
+    fn from_env() -> Self {
+        match std::env::var("SGEMM_BI_DECODE_CLUSTER").as_deref() {
+            Ok("off") | Ok("0") => DecodeClusters::Off,
+            _ => DecodeClusters::On,
+        }
     }
 }
 
@@ -541,6 +570,8 @@ pub(crate) struct HopperKernels {
     pingpong_use: PingPongUse,
     /// Where the decode widths run (`SGEMM_BI_SKINNY`).
     skinny: SkinnyUse,
+    /// Whether the 64-row decode tiles run in clusters along N (`SGEMM_BI_DECODE_CLUSTER`).
+    decode_clusters: DecodeClusters,
     /// Launch with programmatic stream serialization (see `launch`); off with
     /// `SGEMM_BI_DEPENDENT_LAUNCH=0`.
     dependent_launch: bool,
@@ -594,6 +625,7 @@ impl HopperKernels {
             sms: sms.max(1),
             pingpong_use: PingPongUse::from_env(),
             skinny: SkinnyUse::from_env(),
+            decode_clusters: DecodeClusters::from_env(),
             dependent_launch: !std::env::var("SGEMM_BI_DEPENDENT_LAUNCH").is_ok_and(|v| v == "0"),
             l2_prefetch_k_tiles: l2_prefetch_from_env(),
         }
@@ -626,6 +658,7 @@ fn plan(
     sms: usize,
     use_: PingPongUse,
     skinny: SkinnyUse,
+    decode: DecodeClusters,
 ) -> Result<HopperPlan, Unsupported> {
     can_implement(g, a, b, c)?;
     let bm = tile_m(g, sms);
@@ -634,7 +667,7 @@ fn plan(
         Schedule::PingPong => (PINGPONG_BN, pingpong_cluster_size(g)),
         Schedule::Cooperative => {
             let bn = tile_n(g, bm, sms, skinny);
-            (bn, cluster_size(g, bn))
+            (bn, cluster_size(g, (bm, bn), decode))
         }
     };
     let schedule = schedule_for_width(g, (bm, bn), sms, use_, schedule);
@@ -660,6 +693,7 @@ impl Planner for HopperPlanner<'_> {
             self.kernels.sms,
             self.pingpong_use,
             self.kernels.skinny,
+            self.kernels.decode_clusters,
         )
     }
 
@@ -678,11 +712,18 @@ impl Planner for HopperPlanner<'_> {
             message,
         };
         // A is (M, K): K-contiguous when row-major; B is (K, N), seen as (N, K): K-contiguous
-        // when column-major. In a cluster each block copies 1 / cluster of the B tile.
+        // when column-major. In a cluster each block copies 1 / cluster of the shared tile:
+        // A's along N, B's along M.
         let a_k = g.a.layout == Layout::RowMajor;
         let b_k = g.b.layout == Layout::ColMajor;
-        let map_a = operand_map(&g.a, a_k, p.a as usize, g.m, g.k, g.batch, bm).map_err(map_err)?;
-        let b_box = bn / cluster;
+        let along_n = cluster > 1 && clusters_along_n(bm);
+        let (a_box, b_box) = if along_n {
+            (bm / cluster, bn)
+        } else {
+            (bm, bn / cluster)
+        };
+        let map_a =
+            operand_map(&g.a, a_k, p.a as usize, g.m, g.k, g.batch, a_box).map_err(map_err)?;
         let map_b =
             operand_map(&g.b, b_k, p.b as usize, g.n, g.k, g.batch, b_box).map_err(map_err)?;
         // C's map (overwrite modes): boxes of 128 bytes × one consumer warpgroup's rows, the
@@ -707,8 +748,12 @@ impl Planner for HopperPlanner<'_> {
         };
         let gemm = gemm_params(g, p, bm, bn);
         // Persistent: one block per SM at most, whole clusters, each cluster a tile of
-        // `cluster` tile rows.
-        let cluster_tiles = gemm.tiles_m.div_ceil(cluster as u64) * gemm.tiles_n * gemm.batch;
+        // `cluster` tile rows (along N: tile columns).
+        let cluster_tiles = if along_n {
+            gemm.tiles_m * gemm.tiles_n.div_ceil(cluster as u64) * gemm.batch
+        } else {
+            gemm.tiles_m.div_ceil(cluster as u64) * gemm.tiles_n * gemm.batch
+        };
         let sms = self.kernels.sms;
         let clusters = cluster_tiles.min((sms / cluster as usize).max(1) as u64) as u32;
         let grid = clusters * cluster;
@@ -823,10 +868,15 @@ mod tests {
                                     }
                                     for skinny in [SkinnyUse::Off, SkinnyUse::Small, SkinnyUse::All]
                                     {
-                                        let plan = plan(&g, (0, 0, 0), sms, use_, skinny)
-                                            .unwrap_or_else(|e| panic!("{m}×{n} {layouts:?}: {e}"));
-                                        let family = plan.entry.spec().kind.family;
-                                        assert_eq!(family.tile(), plan.tile);
+                                        for decode in [DecodeClusters::Off, DecodeClusters::On] {
+                                            let plan =
+                                                plan(&g, (0, 0, 0), sms, use_, skinny, decode)
+                                                    .unwrap_or_else(|e| {
+                                                        panic!("{m}×{n} {layouts:?}: {e}")
+                                                    });
+                                            let family = plan.entry.spec().kind.family;
+                                            assert_eq!(family.tile(), plan.tile);
+                                        }
                                     }
                                 }
                             }
@@ -1163,17 +1213,42 @@ mod tests {
         );
     }
 
-    /// Clusters only for the widest tiles with at least two tile rows to pair.
+    /// Clusters along M only for the widest tiles with at least two tile rows to pair.
     #[test]
     fn clusters_pair_tile_rows_of_the_widest_tiles() {
         let layouts = LAYOUTS[0];
-        assert_eq!(cluster_size(&gemm(16384, 4096, 4096, layouts), 256), 2);
-        assert_eq!(cluster_size(&gemm(129, 4096, 4096, layouts), 256), 2);
-        assert_eq!(cluster_size(&gemm(128, 40960, 4096, layouts), 256), 1);
-        assert_eq!(cluster_size(&gemm(16384, 4096, 4096, layouts), 128), 1);
+        let size =
+            |m, n, bn| cluster_size(&gemm(m, n, 4096, layouts), (BM, bn), DecodeClusters::On);
+        assert_eq!(size(16384, 4096, 256), 2);
+        assert_eq!(size(129, 4096, 256), 2);
+        assert_eq!(size(128, 40960, 256), 1);
+        assert_eq!(size(16384, 4096, 128), 1);
         assert_eq!(
             entry_name(DType::BF16, layouts, BM, 256, 2, Schedule::Cooperative),
             "sgemm_bi_hopper_bf16_rr_n256_x2"
+        );
+    }
+
+    /// Clusters along N for the 64-row decode tiles of a K-contiguous A and B whose tile
+    /// columns pair up, unless turned off.
+    #[test]
+    fn clusters_pair_tile_columns_of_the_64_row_decode_tiles() {
+        let rc = (Layout::RowMajor, Layout::ColMajor);
+        let size =
+            |m, n, layouts, tile, decode| cluster_size(&gemm(m, n, 4096, layouts), tile, decode);
+        assert_eq!(size(64, 4096, rc, (64, 32), DecodeClusters::On), 2);
+        assert_eq!(size(64, 4096, rc, (64, 32), DecodeClusters::Off), 1);
+        // 4096 / 48 = 85.3: 86 tile columns pair up; 4000 / 32 = 125 do not.
+        assert_eq!(size(64, 4096, rc, (64, 48), DecodeClusters::On), 2);
+        assert_eq!(size(64, 4000, rc, (64, 32), DecodeClusters::On), 1);
+        // Not the 64-column tiles, nor an M-contiguous A, nor the shorter tiles.
+        assert_eq!(size(64, 4096, rc, (64, 64), DecodeClusters::On), 1);
+        let cc = (Layout::ColMajor, Layout::ColMajor);
+        assert_eq!(size(64, 4096, cc, (64, 32), DecodeClusters::On), 1);
+        assert_eq!(size(8, 4096, rc, (8, 32), DecodeClusters::On), 1);
+        assert_eq!(
+            entry_name(DType::BF16, rc, 64, 32, 2, Schedule::Cooperative),
+            "sgemm_bi_hopper_bf16_rc_n32_m64_x2"
         );
     }
 }

@@ -547,7 +547,7 @@ pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32>(
     griddepcontrol_wait();
     griddepcontrol_launch_dependents();
     // SAFETY: a block of a grid of whole blocks, no clusters.
-    let walk = unsafe { Walk::<1>::new(p, 0) };
+    let walk = unsafe { Walk::<1>::new::<BM>(p, 0) };
     if wg == 0 {
         setmaxnreg_dec::<PRODUCER_REGS>();
         // SAFETY: the producer warpgroup, after the wait; forwarded contract.

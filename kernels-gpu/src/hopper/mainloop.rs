@@ -155,7 +155,7 @@ pub unsafe fn produce<
 ) {
     if Stages::<BN, BM>::SLICES > 1 {
         // SAFETY: forwarded contract.
-        unsafe { produce_slices::<A_K, BN, BM, CLUSTER>(p, st, map_a, map_b, walk) };
+        unsafe { produce_slices::<A_K, BN, BM, CLUSTER>(p, st, map_a, map_b, walk, rank) };
         return;
     }
     let kt_count = k_tiles(p);
@@ -199,11 +199,13 @@ pub unsafe fn produce<
 
 /// [`produce`] for stages of several K slices (the decode tiles, `config::k_slices`): stage
 /// by stage, the A then B tile of each slice; a tile's last stage holds the slices left
-/// (its `full` barrier expects just their bytes), so no copy reaches wholly past K.
+/// (its `full` barrier expects just their bytes), so no copy reaches wholly past K. With
+/// clusters (along N, `super::walk`) each block copies its `1 / CLUSTER` of each A tile's
+/// rows to every block of the cluster, and its own B tile.
 ///
 /// # Safety
-/// As for [`produce`]; B is K-contiguous and there are no clusters (the decode widths are
-/// built only so: `super::gemm` checks).
+/// As for [`produce`]; B is K-contiguous, and with clusters A too, in boxes of
+/// (64, BM / CLUSTER) (the decode widths are built only so: `super::gemm` checks).
 #[inline(always)]
 unsafe fn produce_slices<const A_K: bool, const BN: u32, const BM: u32, const CLUSTER: u32>(
     p: &GemmParams,
@@ -211,7 +213,11 @@ unsafe fn produce_slices<const A_K: bool, const BN: u32, const BM: u32, const CL
     map_a: u64,
     map_b: u64,
     walk: &Walk<CLUSTER>,
+    rank: u32,
 ) {
+    // This block's rows of each shared A tile.
+    let a_part = BM / CLUSTER;
+    let all: u16 = ((1u32 << CLUSTER) - 1) as u16;
     let slices = Stages::<BN, BM>::SLICES;
     let kt_count = k_tiles(p);
     let mut it = 0u32;
@@ -241,7 +247,14 @@ unsafe fn produce_slices<const A_K: bool, const BN: u32, const BM: u32, const CL
                 mbarrier_arrive_expect_tx(full, here * slice_bytes(BN, BM));
                 for j in 0..here {
                     let k0 = ((kt + j) * BK) as i32;
-                    if A_K {
+                    if CLUSTER > 1 {
+                        // Rows `r0 ..` of the tile: whole 1024-byte swizzle atoms (8 rows
+                        // of 128 bytes), so they land where a block's own copy puts them.
+                        let r0 = rank * a_part;
+                        let dst = st.a_slice(s, j) + r0 * 128;
+                        let at = [k0, m0 + r0 as i32, ba];
+                        cp_async_bulk_tensor_3d_multicast(dst, map_a, at, full, all);
+                    } else if A_K {
                         cp_async_bulk_tensor_3d(st.a_slice(s, j), map_a, k0, m0, ba, full);
                     } else {
                         for i in 0..BM / SWIZZLE_ELEMS {
@@ -258,6 +271,8 @@ unsafe fn produce_slices<const A_K: bool, const BN: u32, const BM: u32, const CL
         }
         tile += step;
     }
+    // SAFETY: forwarded contract (this block's producer, after its last copy).
+    unsafe { drain_peers::<BN, BM, CLUSTER>(st, it) };
 }
 
 /// Copies stage `s`'s B tile (columns `n0 ..`, K tile `k0`, batch entry `bb` of `map_b`) into
@@ -342,7 +357,13 @@ pub(super) unsafe fn prefetch_b_l2<
     };
     let bb = batch_coord(p.batch_stride_b, t.batch);
     let n0 = t.n0 as i32;
-    let b_part = BN / CLUSTER;
+    // Along N each block copies its whole B tile (its own columns, `t.n0` already past
+    // its rank's); along M its part of the shared one.
+    let (b_part, rank) = if walk.along_n() {
+        (BN, 0)
+    } else {
+        (BN / CLUSTER, rank)
+    };
     let count = k_tiles_wanted.min(k_tiles(p));
     let mut kt = 0u32;
     while kt < count {

@@ -113,8 +113,17 @@ pub unsafe fn gemm<
     };
     const {
         assert!(
-            config::k_slices(BN, BM) == 1 || (B_K && CLUSTER == 1),
-            "stages of several K slices copy one K-contiguous B box per slice, without clusters"
+            config::k_slices(BN, BM) == 1 || B_K,
+            "stages of several K slices copy one K-contiguous B box per slice"
+        )
+    };
+    const {
+        assert!(
+            CLUSTER == 1
+                || !config::clusters_along_n(BM)
+                || (config::k_slices(BN, BM) > 1 && A_K && BM % (8 * CLUSTER) == 0),
+            "clusters along N share K-contiguous A tiles of the decode stages, whole swizzle \
+             atoms of rows a block"
         )
     };
     let tid = _thread_idx_x() as u32;
@@ -122,7 +131,7 @@ pub unsafe fn gemm<
     let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
     let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
     // SAFETY: `rank` is this block's rank in its cluster (forwarded launch contract).
-    let walk = unsafe { Walk::<CLUSTER>::new(p, rank) };
+    let walk = unsafe { Walk::<CLUSTER>::new::<BM>(p, rank) };
     if tid == 0 {
         // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with; the maps
         // are kernel parameters, which the previous kernel cannot have written, and a
