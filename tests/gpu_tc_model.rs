@@ -495,51 +495,6 @@ fn decode_calls_match_the_model() {
     tally.report(&gpu, "decode calls");
 }
 
-/// Decode calls of 17 to 64 rows (A and B K-contiguous): 64-row tiles at the decode widths,
-/// which run in clusters of two along N when the tile columns pair up (the blocks of a
-/// cluster share each stage's A tile, `hopper::walk`), with K ending at every place in a
-/// stage and a partial last tile of columns; the same calls with the clusters off
-/// (`SGEMM_BI_DECODE_CLUSTER=off` in a second run of the suite) take the plain tiles.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn clustered_decode_calls_match_the_model() {
-    let Some(gpu) = gpu_engine() else { return };
-    let (cpu, stream) = (cpu(), RawStream::new());
-    let mut rng = Rng::new(0xc1_5e7d);
-    let mut tally = Tally::default();
-    for dtype in DTYPES {
-        for dist in DISTS {
-            for (m, n, k) in [
-                (64, 4096, 1000),
-                (33, 4090, 4104),
-                (48, 2048, 520),
-                (64, 5632, 200),
-                (40, 256, 64),
-                (64, 4096, 127),
-            ] {
-                for mode in [
-                    OutputMode::Overwrite(DType::F32),
-                    OutputMode::Overwrite(dtype),
-                    OutputMode::AccumulateF32,
-                ] {
-                    let mut g = plain(m, n, k, dtype, Layout::RowMajor, Layout::ColMajor);
-                    g.c.mode = mode;
-                    let p = problem(g, dist, &mut rng);
-                    run(
-                        &gpu,
-                        &cpu,
-                        &stream,
-                        &p,
-                        &mut tally,
-                        &format!("{dtype} {dist:?} clustered decode"),
-                    );
-                }
-            }
-        }
-    }
-    tally.report(&gpu, "clustered decode calls");
-}
-
 /// Batches of small products, `(batch, m, n, k)`, with A row-major and B in layout `lb`
 /// (each product's operands and output packed one after another), in every dtype,
 /// distribution and output mode, against the model.

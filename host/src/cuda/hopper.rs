@@ -264,10 +264,10 @@ pub(crate) fn cluster_size(g: &Gemm, (bm, bn): (u32, u32), decode: DecodeCluster
 }
 
 /// Whether the 64-row decode tiles run in clusters of two along N (`SGEMM_BI_DECODE_CLUSTER`,
-/// read once per device: `off` or `0` for none, for measurements). Each block of such a
-/// tile otherwise reads all of A beside its strip of the weight: at 64 × 4096 × 4096 in
-/// tiles of 32 columns, 512 KiB of A and 256 KiB of B, where cuBLAS runs the same tiles in
-/// clusters of two along N (docs/perf-notes.md, "Decode: 32-column tiles").
+/// read once per device: `on` or `1`; off otherwise until the GPU has measured them). Each
+/// block of such a tile otherwise reads all of A beside its strip of the weight: at 64 ×
+/// 4096 × 4096 in tiles of 32 columns, 512 KiB of A and 256 KiB of B, where cuBLAS runs the
+/// same tiles in clusters of two along N (docs/perf-notes.md, "Decode: 32-column tiles").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DecodeClusters {
     Off,
@@ -277,8 +277,8 @@ pub(crate) enum DecodeClusters {
 impl DecodeClusters {
     fn from_env() -> Self {
         match std::env::var("SGEMM_BI_DECODE_CLUSTER").as_deref() {
-            Ok("off") | Ok("0") => DecodeClusters::Off,
-            _ => DecodeClusters::On,
+            Ok("on") | Ok("1") => DecodeClusters::On,
+            _ => DecodeClusters::Off,
         }
     }
 }

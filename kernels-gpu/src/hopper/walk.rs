@@ -17,8 +17,8 @@
 //! Only the assignment of tiles to blocks changes: each output element's chain is the same
 //! whichever block computes it.
 
-use crate::params::GemmParams;
 use super::config::clusters_along_n;
+use crate::params::GemmParams;
 use crate::schedule::{tile_at, tile_count, Tile};
 use core::arch::nvptx::{_block_idx_x, _grid_dim_x};
 
