@@ -9,8 +9,8 @@
 
 mod gpu_support;
 
-use gpu_support::{gpu_engine, Problem, RawStream, Rng};
-use sgemm_bi::{DType, Device, Engine, Gemm, Layout, Operand, Output, OutputMode, Tier};
+use gpu_support::{gpu_engine, tensor_core_call, Problem, RawStream, Rng};
+use sgemm_bi::{DType, Device, Engine, Gemm, Layout, OutputMode};
 
 fn clustered_gpu_engine() -> Option<Engine> {
     // This binary's only test sets it before any engine exists, so no other thread reads
@@ -21,27 +21,7 @@ fn clustered_gpu_engine() -> Option<Engine> {
 
 /// torch's `x @ W.T`: A row-major `[M, K]`, B column-major (the `[N, K]` weight).
 fn decode_call(m: usize, n: usize, k: usize, dtype: DType, mode: OutputMode) -> Gemm {
-    Gemm {
-        a: Operand {
-            dtype,
-            layout: Layout::RowMajor,
-            ld: k,
-            batch_stride: 0,
-        },
-        b: Operand {
-            dtype,
-            layout: Layout::ColMajor,
-            ld: k,
-            batch_stride: 0,
-        },
-        c: Output {
-            mode,
-            ldc: n,
-            batch_stride: 0,
-        },
-        tier: Tier::TensorCores,
-        ..Gemm::dense(m, n, k, dtype)
-    }
+    tensor_core_call(m, n, k, dtype, (Layout::RowMajor, Layout::ColMajor), mode)
 }
 
 #[test]

@@ -10,10 +10,8 @@
 
 mod gpu_support;
 
-use gpu_support::{gpu_engine, DeviceBuf, HostBuf, Problem, RawStream, Rng};
-use sgemm_bi::{
-    DType, Device, Engine, Gemm, GemmPointers, Layout, Operand, Output, OutputMode, Tier,
-};
+use gpu_support::{gpu_engine, tensor_core_call, DeviceBuf, HostBuf, Problem, RawStream, Rng};
+use sgemm_bi::{DType, Device, Engine, Gemm, GemmPointers, Layout, OutputMode};
 
 /// More K tiles than any call here has: each block prefetches the whole K of its first tile.
 const WHOLE_K: &str = "1000000";
@@ -25,31 +23,16 @@ fn prefetching_gpu_engine() -> Option<Engine> {
     gpu_engine()
 }
 
-fn operand(dtype: DType, layout: Layout, rows: usize, cols: usize) -> Operand {
-    Operand {
-        dtype,
-        layout,
-        ld: match layout {
-            Layout::RowMajor => cols,
-            Layout::ColMajor => rows,
-        }
-        .max(1),
-        batch_stride: 0,
-    }
-}
-
-fn tensor_core_call(m: usize, n: usize, k: usize, la: Layout, lb: Layout) -> Gemm {
-    Gemm {
-        a: operand(DType::BF16, la, m, k),
-        b: operand(DType::BF16, lb, k, n),
-        c: Output {
-            mode: OutputMode::Overwrite(DType::F32),
-            ldc: n,
-            batch_stride: 0,
-        },
-        tier: Tier::TensorCores,
-        ..Gemm::dense(m, n, k, DType::BF16)
-    }
+/// A packed bf16 call writing f32 (the prefetch does not depend on the dtype).
+fn bf16_call(m: usize, n: usize, k: usize, la: Layout, lb: Layout) -> Gemm {
+    tensor_core_call(
+        m,
+        n,
+        k,
+        DType::BF16,
+        (la, lb),
+        OutputMode::Overwrite(DType::F32),
+    )
 }
 
 #[test]
@@ -84,7 +67,7 @@ fn calls_with_the_weight_prefetched_give_the_model_bits() {
     }
     let mut compared = 0usize;
     for (m, n, k, la, lb) in cases {
-        let p = Problem::random(tensor_core_call(m, n, k, la, lb), &mut rng);
+        let p = Problem::random(bf16_call(m, n, k, la, lb), &mut rng);
         let (on_gpu, on_cpu) = (p.on_gpu(&gpu, &stream), p.on_cpu(&cpu));
         assert_eq!(
             on_gpu.bits(),
@@ -109,7 +92,7 @@ fn a_chain_of_calls_sees_each_others_writes() {
     let stream = RawStream::new();
     let mut rng = Rng::new(0x5eed_0c4a);
     let (width, links) = (1024usize, 6usize);
-    let mut g = tensor_core_call(8, width, width, Layout::RowMajor, Layout::ColMajor);
+    let mut g = bf16_call(8, width, width, Layout::RowMajor, Layout::ColMajor);
     g.c.mode = OutputMode::Overwrite(DType::BF16);
     let weights: Vec<HostBuf> = (0..links)
         .map(|_| HostBuf::random(DType::BF16, width * width, &mut rng))

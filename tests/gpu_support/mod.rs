@@ -7,7 +7,8 @@ use std::ffi::c_void;
 
 use cudarc::driver::{result, sys};
 use sgemm_bi::{
-    bf16, f16, DType, Device, Engine, Gemm, GemmPointers, HostSlice, HostSliceMut, Stream,
+    bf16, f16, DType, Device, Engine, Gemm, GemmPointers, HostSlice, HostSliceMut, Layout, Operand,
+    Output, OutputMode, Stream, Tier,
 };
 
 /// The CUDA engine on device 0, or `None` (test skipped) when there is none. With
@@ -379,4 +380,42 @@ pub fn first_difference(x: &HostBuf, y: &HostBuf) -> Option<(usize, u32, u32)> {
         .enumerate()
         .find(|(_, (p, q))| p != q)
         .map(|(i, (p, q))| (i, *p, *q))
+}
+
+/// A dense operand of `rows × cols` in `layout`, packed (leading dimension its contiguous
+/// extent, at least 1).
+pub fn operand(dtype: DType, layout: Layout, rows: usize, cols: usize) -> Operand {
+    Operand {
+        dtype,
+        layout,
+        ld: match layout {
+            Layout::RowMajor => cols,
+            Layout::ColMajor => rows,
+        }
+        .max(1),
+        batch_stride: 0,
+    }
+}
+
+/// A packed tensor-core call `C[M, N] = A[M, K] · B[K, N]` with A and B of `dtype` in the
+/// layouts `(la, lb)`, C written in `mode`.
+pub fn tensor_core_call(
+    m: usize,
+    n: usize,
+    k: usize,
+    dtype: DType,
+    (la, lb): (Layout, Layout),
+    mode: OutputMode,
+) -> Gemm {
+    Gemm {
+        a: operand(dtype, la, m, k),
+        b: operand(dtype, lb, k, n),
+        c: Output {
+            mode,
+            ldc: n,
+            batch_stride: 0,
+        },
+        tier: Tier::TensorCores,
+        ..Gemm::dense(m, n, k, dtype)
+    }
 }
