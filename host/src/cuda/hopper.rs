@@ -264,7 +264,8 @@ pub(crate) fn cluster_size(g: &Gemm, (bm, bn): (u32, u32), decode: DecodeCluster
 }
 
 /// Whether the 64-row decode tiles run in clusters of two along N (`SGEMM_BI_DECODE_CLUSTER`,
-/// read once per device: `on` or `1`; off otherwise until the GPU has measured them). Each
+/// read once per device: `on` or `1`; off otherwise, since on an H100 they were no faster —
+/// docs/perf-notes.md, "Decode: 64-row tiles in clusters along N"). Each
 /// block of such a tile otherwise reads all of A beside its strip of the weight: at 64 ×
 /// 4096 × 4096 in tiles of 32 columns, 512 KiB of A and 256 KiB of B, where cuBLAS runs the
 /// same tiles in clusters of two along N (docs/perf-notes.md, "Decode: 32-column tiles").
