@@ -7,7 +7,9 @@ prompt's logits alone vs in a batch of 8). Prints tables.
     python python/benchmarks/bench_llama.py --device cpu    # tiny sizes, f32 (a smoke run)
 
 ``transformers`` is optional: without it the script says so and exits 0. Timings are medians
-of ``--repeats`` runs after a warm-up; on CUDA each run ends with a synchronize. The mode's
+of ``--repeats`` runs after a warm-up; on CUDA each run ends with a synchronize. Plain and
+mode runs alternate (one of each a round) and the ratio column is the median of the rounds'
+ratios, so that a drift of the host falls on both sides. The mode's
 rows run the same model object with ``sgemm_bi.enable()`` around the timed work. Attention
 ``sdpa`` is torch's fused kernel, which the mode does not route (it routes matmuls); its
 invariance rows show what that kernel does.
@@ -108,6 +110,27 @@ def train_steps_interleaved(model: Any, ids: torch.Tensor, device: torch.device,
         for on in (False, True):
             with maybe_mode(on):
                 pair.append(train_step_s(model, ids, device, steps))
+        plain.append(pair[0])
+        moded.append(pair[1])
+        ratios.append(pair[1] / pair[0])
+    return statistics.median(plain), statistics.median(moded), statistics.median(ratios)
+
+
+def interleaved(fns: dict[bool, Callable[[], object]], device: torch.device, repeats: int,
+                ) -> tuple[float, float, float]:
+    """(plain s, mode s, median ratio) of one run of ``fns[False]`` plain and ``fns[True]``
+    under the mode: a warm-up of each, then ``repeats`` rounds timing one of each in turn,
+    so that the host's drifts (eager decode is bound by Python on the host) fall on both
+    sides of every ratio instead of on one block of runs."""
+    for on in (False, True):
+        with maybe_mode(on):
+            fns[on]()  # the first run of each side: captures, lazy loads
+    plain, moded, ratios = [], [], []
+    for _ in range(repeats):
+        pair = []
+        for on in (False, True):
+            with maybe_mode(on):
+                pair.append(timed(fns[on], device, 1, warmup=0))
         plain.append(pair[0])
         moded.append(pair[1])
         ratios.append(pair[1] / pair[0])
@@ -274,26 +297,26 @@ def main() -> None:
                 prompt = prompts[:batch]
                 graph_name = f"CUDA graph ({args.decode_graph})" if cuda else "static cache"
                 for how in ("eager", graph_name):
-                    tps = {}
+                    fns: dict[bool, Callable[[], object]] = {}
                     for on in (False, True):
-                        with torch.no_grad(), maybe_mode(on):
-                            try:
-                                if how == "eager":
-                                    fn = functools.partial(greedy_eager, model, prompt,
-                                                           new_tokens)
-                                else:
-                                    dec = GraphDecoder(transformers, model, batch, max_len,
-                                                       args.decode_graph if cuda else "none")
-                                    fn = functools.partial(dec.run, prompt, new_tokens)
-                                s = timed(fn, device, repeats, warmup=1)
-                                tps[on] = batch * new_tokens / s
-                            except Exception as e:  # a decode path this stack cannot run
-                                tps[on] = float("nan")
-                                print(f"  {label} {how} batch {batch} mode={on}: "
-                                      f"{type(e).__name__}: {str(e)[:160]}")
-                    add(rows, (label, f"decode b={batch} {how}", f"{tps[False]:.1f} tok/s",
-                               f"{tps[True]:.1f} tok/s",
-                               f"{tps[True] / tps[False]:.3f}x tok/s"))
+                        if how == "eager":
+                            fns[on] = functools.partial(greedy_eager, model, prompt, new_tokens)
+                        else:  # one decoder (and graph) for each side
+                            dec = GraphDecoder(transformers, model, batch, max_len,
+                                               args.decode_graph if cuda else "none")
+                            fns[on] = functools.partial(dec.run, prompt, new_tokens)
+                    try:
+                        with torch.no_grad():
+                            s_plain, s_mode, ratio = interleaved(fns, device, repeats)
+                        tps = (batch * new_tokens / s_plain, batch * new_tokens / s_mode)
+                        # Throughput ratio = time ratio inverted, the median over the rounds.
+                        rel = 1.0 / ratio
+                    except Exception as e:  # a decode path this stack cannot run
+                        tps, rel = (float("nan"), float("nan")), float("nan")
+                        print(f"  {label} {how} batch {batch}: "
+                              f"{type(e).__name__}: {str(e)[:160]}")
+                    add(rows, (label, f"decode b={batch} {how}", f"{tps[0]:.1f} tok/s",
+                               f"{tps[1]:.1f} tok/s", f"{rel:.3f}x tok/s"))
             for on in (False, True):
                 with torch.no_grad(), maybe_mode(on):
                     alone = model(input_ids=prompts[:1]).logits[0].float()
