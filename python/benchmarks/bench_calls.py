@@ -3,7 +3,9 @@ torch.matmul and ``@`` under the mode, an op the mode does not route, and nn.Lin
 + backward, each next to the torch call it replaces. Prints a table (µs per call).
 
 Each row times a CPU-bound loop: ``--calls`` calls back to back, one synchronize at the end,
-repeated ``--repeats`` times; the row is the median of the per-call times. At the shapes
+repeated ``--repeats`` times; the row is the median of the per-call times. A row with a
+baseline alternates with it (a loop of the baseline, a loop of the row, each round), and its
+ratio is the median of the rounds' ratios. At the shapes
 used here (launch-bound on a GPU) that measures what a call costs the host: the Python,
 the dispatcher and the launch, not the kernel.
 
@@ -54,21 +56,60 @@ def commit() -> str:
         return "unknown"
 
 
-def per_call_us(fn: Callable[[], object], device: torch.device, calls: int,
-                repeats: int) -> float:
-    """Median over ``repeats`` of the µs per call of ``calls`` back-to-back calls."""
+@contextlib.contextmanager
+def setting(fn: Callable[[], object]) -> Iterator[None]:
+    """What a row's calls run inside: the mode (``under_mode``) and its context
+    (``around``)."""
+    mode = getattr(fn, "under_mode", None)
+    context = getattr(fn, "around", contextlib.nullcontext)
+    if mode is not None:
+        sgemm_bi.enable(**mode)
+    try:
+        with context():
+            yield
+    finally:
+        if mode is not None:
+            sgemm_bi.disable()
+
+
+def loop_us(fn: Callable[[], object], device: torch.device, calls: int) -> float:
+    """µs per call of ``calls`` back-to-back calls in the row's setting, one synchronize at
+    the end."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(max(3, calls // 10)):  # warm-up: caches, the allocator, lazy loads
-        fn()
-    sync()
-    times = []
-    for _ in range(repeats):
+    with setting(fn):
+        sync()
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
         sync()
-        times.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(times)
+        return (time.perf_counter() - t0) / calls * 1e6
+
+
+def warm_up(fn: Callable[[], object], device: torch.device, calls: int) -> None:
+    """Caches, the allocator, lazy loads."""
+    with setting(fn):
+        for _ in range(max(3, calls // 10)):
+            fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def paired_us(fn: Callable[[], object], base: Optional[Callable[[], object]],
+              device: torch.device, calls: int, repeats: int) -> tuple[float, float]:
+    """(median µs per call, median ratio to ``base``): ``repeats`` rounds, each timing a loop
+    of the base and then one of the row, so that the host's drifts (±20 % between rows
+    timed apart) fall on both sides of every ratio."""
+    warm_up(fn, device, calls)
+    if base is not None:
+        warm_up(base, device, calls)
+    times, ratios = [], []
+    for _ in range(repeats):
+        b = loop_us(base, device, calls) if base is not None else None
+        t = loop_us(fn, device, calls)
+        times.append(t)
+        if b is not None:
+            ratios.append(t / b)
+    return statistics.median(times), (statistics.median(ratios) if ratios else float("nan"))
 
 
 def under_mode(fn: Callable[[], object], **options: str) -> Callable[[], object]:
@@ -208,20 +249,11 @@ def main() -> None:
     print(f"| {'shape MxKxN':<16} | {'call':<36} | {'µs/call':>9} | {'vs':<20} | {'ratio':>6} |")
     print(f"|{'-' * 18}|{'-' * 38}|{'-' * 11}|{'-' * 22}|{'-' * 8}|")
     for m, k, n in shapes:
-        results: dict[str, float] = {}
+        fns: dict[str, Callable[[], object]] = {}
         for row, fn, base in rows_for(m, k, n, dtype, device):
-            mode = getattr(fn, "under_mode", None)
-            context = getattr(fn, "around", contextlib.nullcontext)
-            if mode is not None:
-                sgemm_bi.enable(**mode)
-            try:
-                with context():
-                    us = per_call_us(fn, device, calls, repeats)
-            finally:
-                if mode is not None:
-                    sgemm_bi.disable()
-            results[row] = us
-            ratio = f"{us / results[base]:.2f}x" if base else ""
+            fns[row] = fn
+            us, rel = paired_us(fn, fns[base] if base else None, device, calls, repeats)
+            ratio = f"{rel:.2f}x" if base else ""
             print(f"| {f'{m}x{k}x{n}':<16} | {row:<36} | {us:9.1f} | {base or '':<20} | "
                   f"{ratio:>6} |", flush=True)
 
