@@ -178,6 +178,16 @@ def rows_for(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device,
         if fn(*call_args):
             raise RuntimeError(sgemm_bi._capi.last_error_message())
 
+    # The floor of a Python function over the native op: the op's own Python binding,
+    # called directly (what `sgemm_bi.matmul` calls after its checks).
+    native_rows: list[tuple[str, Callable[[], object], Optional[str]]] = []
+    native = sgemm_bi.native.ops()
+    if native is not None:
+        op = getattr(native[0], "_op", native[0])
+        code = sgemm_bi.native.TIER_CODES["auto"]
+        native_rows.append(("native op sgemm_bi::matmul, direct",
+                            lambda: op(x, wt, code, False), "torch.matmul"))
+
     def fwd_bwd(mod: nn.Module) -> Callable[[], object]:
         def step() -> None:
             mod(xg).backward(dy)
@@ -196,6 +206,7 @@ def rows_for(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device,
          "torch F.linear"),
         ("torch.matmul", lambda: torch.matmul(x, wt), None),
         ("sgemm_bi.matmul", lambda: sgemm_bi.matmul(x, wt), "torch.matmul"),
+        *native_rows,
         ("torch.matmul, mode", under_mode(lambda: torch.matmul(x, wt)), "torch.matmul"),
         ("@, mode", under_mode(lambda: x @ wt), "torch.matmul"),
         ("a + c 64x64 f32", lambda: a_small + c_small, None),
