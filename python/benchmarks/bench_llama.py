@@ -98,43 +98,41 @@ def train_step_s(model: Any, ids: torch.Tensor, device: torch.device, repeats: i
     return timed(step, device, repeats)
 
 
+def interleaved(seconds: dict[bool, Callable[[], float]], repeats: int,
+                ) -> tuple[float, float, float]:
+    """(plain s, mode s, median ratio): ``repeats`` rounds, each taking ``seconds[False]()``
+    plain and then ``seconds[True]()`` under the mode. Interleaving keeps slow drifts of the
+    host (clocks, other processes; eager decode is bound by Python on the host) out of the
+    ratio, which separate blocks of runs measured at ±30 % on the H200's host."""
+    plain, moded, ratios = [], [], []
+    for _ in range(repeats):
+        pair = []
+        for on in (False, True):
+            with maybe_mode(on):
+                pair.append(seconds[on]())
+        plain.append(pair[0])
+        moded.append(pair[1])
+        ratios.append(pair[1] / pair[0])
+    return statistics.median(plain), statistics.median(moded), statistics.median(ratios)
+
+
 def train_steps_interleaved(model: Any, ids: torch.Tensor, device: torch.device,
                             repeats: int, steps: int = 3) -> tuple[float, float, float]:
-    """(plain s, mode s, median ratio) of a training step: ``repeats`` rounds, each timing
-    ``steps`` plain steps then ``steps`` under the mode (two untimed steps after each switch).
-    Interleaving keeps slow drifts of the host (clocks, other processes) out of the ratio,
-    which separate blocks of runs measured at ±30 % on the H200's host."""
-    plain, moded, ratios = [], [], []
-    for _ in range(repeats):
-        pair = []
-        for on in (False, True):
-            with maybe_mode(on):
-                pair.append(train_step_s(model, ids, device, steps))
-        plain.append(pair[0])
-        moded.append(pair[1])
-        ratios.append(pair[1] / pair[0])
-    return statistics.median(plain), statistics.median(moded), statistics.median(ratios)
+    """:func:`interleaved` over training steps: each side of a round the median of
+    ``steps`` steps, after two untimed ones (the switch's warm-up)."""
+    step_s = functools.partial(train_step_s, model, ids, device, steps)
+    return interleaved({False: step_s, True: step_s}, repeats)
 
 
-def interleaved(fns: dict[bool, Callable[[], object]], device: torch.device, repeats: int,
-                ) -> tuple[float, float, float]:
-    """(plain s, mode s, median ratio) of one run of ``fns[False]`` plain and ``fns[True]``
-    under the mode: a warm-up of each, then ``repeats`` rounds timing one of each in turn,
-    so that the host's drifts (eager decode is bound by Python on the host) fall on both
-    sides of every ratio instead of on one block of runs."""
+def runs_interleaved(fns: dict[bool, Callable[[], object]], device: torch.device,
+                     repeats: int) -> tuple[float, float, float]:
+    """:func:`interleaved` over single runs of ``fns[False]`` plain and ``fns[True]`` under
+    the mode, after one untimed run of each (captures, lazy loads)."""
     for on in (False, True):
         with maybe_mode(on):
-            fns[on]()  # the first run of each side: captures, lazy loads
-    plain, moded, ratios = [], [], []
-    for _ in range(repeats):
-        pair = []
-        for on in (False, True):
-            with maybe_mode(on):
-                pair.append(timed(fns[on], device, 1, warmup=0))
-        plain.append(pair[0])
-        moded.append(pair[1])
-        ratios.append(pair[1] / pair[0])
-    return statistics.median(plain), statistics.median(moded), statistics.median(ratios)
+            fns[on]()
+    return interleaved({on: functools.partial(timed, fns[on], device, 1, warmup=0)
+                        for on in (False, True)}, repeats)
 
 
 def greedy_eager(model: Any, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
@@ -307,7 +305,7 @@ def main() -> None:
                             fns[on] = functools.partial(dec.run, prompt, new_tokens)
                     try:
                         with torch.no_grad():
-                            s_plain, s_mode, ratio = interleaved(fns, device, repeats)
+                            s_plain, s_mode, ratio = runs_interleaved(fns, device, repeats)
                         tps = (batch * new_tokens / s_plain, batch * new_tokens / s_mode)
                         # Throughput ratio = time ratio inverted, the median over the rounds.
                         rel = 1.0 / ratio
