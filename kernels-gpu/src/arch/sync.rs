@@ -98,6 +98,27 @@ pub fn ballot_sync(pred: bool) -> u32 {
     r
 }
 
+/// `shfl.sync.idx.b32` from lane 0: lane 0's `v` in every lane. For a value that is already
+/// the same in every lane (a warpgroup's index, `tid / 128`) it changes nothing but what
+/// ptxas knows: a shuffle's result is warp-uniform, so branches on it are not divergent and
+/// what is computed from it can live in uniform registers — the wgmma descriptors are then
+/// formed there instead of being moved from vector registers before each wgmma.
+#[inline(always)]
+pub fn warp_uniform(v: u32) -> u32 {
+    let r: u32;
+    // SAFETY: every lane of the warp executes it together (full mask; callers keep it out of
+    // lane-dependent branches); touches no memory.
+    unsafe {
+        asm!(
+            "shfl.sync.idx.b32 {r}, {v}, 0, 0x1f, 0xffffffff;",
+            v = in(reg32) v,
+            r = out(reg32) r,
+            options(nostack, nomem)
+        )
+    };
+    r
+}
+
 /// `bar.red.or.pred`: `bar.sync 0` that also returns whether `pred` holds in any thread of
 /// the block.
 #[inline(always)]

@@ -68,7 +68,8 @@ pub mod walk;
 use crate::arch::cluster::{cluster_ctarank, cluster_sync};
 use crate::arch::shared::dyn_smem_base;
 use crate::arch::sync::{
-    bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec, setmaxnreg_inc,
+    bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec,
+    setmaxnreg_inc, warp_uniform,
 };
 use crate::arch::tma::prefetch_tensormap;
 use crate::element::WgmmaElement;
@@ -127,7 +128,7 @@ pub unsafe fn gemm<
         )
     };
     let tid = _thread_idx_x() as u32;
-    let wg = tid / 128;
+    let wg = warp_uniform(tid / 128);
     let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
     let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
     // SAFETY: `rank` is this block's rank in its cluster (forwarded launch contract).
@@ -277,7 +278,7 @@ unsafe fn consume_tiles<
     tid: u32,
     map_c: u64,
 ) {
-    let wg = tid / 128;
+    let wg = warp_uniform(tid / 128);
     let mut it = 0u32;
     let mut issued = 0u32;
     let (mut tile, step) = walk.range();
