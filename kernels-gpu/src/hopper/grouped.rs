@@ -42,7 +42,8 @@ use crate::arch::global::{st_global_b32, st_global_v2_b32};
 use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
 use crate::arch::shared::dyn_smem_base;
 use crate::arch::sync::{
-    bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec, setmaxnreg_inc,
+    bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec,
+    setmaxnreg_inc, warp_uniform,
 };
 use crate::arch::tma::{cp_async_bulk_tensor_3d, prefetch_tensormap};
 use crate::element::WgmmaElement;
@@ -227,7 +228,7 @@ pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32, const CLUSTE
 ) {
     let [map_a, map_b, map_c] = maps;
     let tid = _thread_idx_x() as u32;
-    let wg = tid / 128;
+    let wg = warp_uniform(tid / 128);
     let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
     let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
     if tid == 0 {
@@ -348,7 +349,7 @@ unsafe fn consume_tiles<
     rank: u32,
     map_c: u64,
 ) {
-    let (wg, wtid) = (tid / 128 - 1, tid % 128);
+    let (wg, wtid) = (warp_uniform(tid / 128) - 1, tid % 128);
     let mut it = 0u32;
     let mut issued = 0u32;
     // SAFETY: forwarded contract.
@@ -537,7 +538,7 @@ pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32>(
 ) {
     let [map_a, map_b, map_c] = maps;
     let tid = _thread_idx_x() as u32;
-    let wg = tid / 128;
+    let wg = warp_uniform(tid / 128);
     let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
     if tid == 0 {
         // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
@@ -632,7 +633,7 @@ unsafe fn consume_reduction<E: WgmmaElement, const BN: u32, const STORE: u32>(
     tid: u32,
     map_c: u64,
 ) {
-    let (wg, wtid) = (tid / 128 - 1, tid % 128);
+    let (wg, wtid) = (warp_uniform(tid / 128) - 1, tid % 128);
     let mut it = 0u32;
     let mut issued = 0u32;
     let (mut tile, step) = walk.range();

@@ -22,7 +22,7 @@ use crate::arch::mbarrier::{
     mbarrier_try_wait_parity,
 };
 use crate::arch::shared::st_shared_v4_b32;
-use crate::arch::sync::bar_sync_named;
+use crate::arch::sync::{bar_sync_named, warp_uniform};
 use crate::arch::tma::{
     cp_async_bulk_prefetch_tensor_3d_l2, cp_async_bulk_tensor_3d,
     cp_async_bulk_tensor_3d_multicast, fence_proxy_async_shared_cta,
@@ -467,6 +467,17 @@ fn operand_descriptor<const K_CONTIGUOUS: bool>(tile: u32, mn0: u32, step: u32) 
     }
 }
 
+/// Bytes from a staged operand tile's first k16 step to step `step` of the slice `slice`
+/// bytes further on (the distances [`operand_descriptor`] adds).
+#[inline(always)]
+const fn step_offset<const K_CONTIGUOUS: bool>(slice: u32, step: u32) -> u32 {
+    if K_CONTIGUOUS {
+        slice + step * MMA_K * 2
+    } else {
+        slice + step * MMA_K * 128
+    }
+}
+
 /// One k16 step of one consumer warpgroup: `acc += A[64 rows, 16 k] · B[16 k, BN]`.
 #[inline(always)]
 unsafe fn mma_step<E: WgmmaElement, const A_K: bool, const B_K: bool, const BN: u32>(
@@ -828,6 +839,64 @@ unsafe fn slice_steps<
     }
 }
 
+/// A whole stage of whole K slices as one wgmma group: every slice's four k16 steps in
+/// ascending k (the chain of [`slice_steps`], step for step), one commit, then once the
+/// previous group (the previous stage's) has completed, the release of that stage.
+///
+/// Why one group a stage: each group costs the consumer a fence, a commit and a wait, and
+/// at decode the group's steps are short (64 × 32 × 16 a step), so with a group per slice
+/// the consumer's issue of the next group, not the tensor cores, set the pace.
+///
+/// # Safety
+/// Every thread of consumer warpgroup `wg` calls it together, after stage `s` landed.
+#[inline(always)]
+unsafe fn stage_group<
+    E: WgmmaElement,
+    const A_K: bool,
+    const B_K: bool,
+    const BN: u32,
+    const BM: u32,
+    const ACTIVE: bool,
+    const CLUSTER: u32,
+>(
+    st: &Stages<BN, BM>,
+    acc: &mut [f32; 128],
+    wg: u32,
+    tid: u32,
+    s: u32,
+    release: Option<u32>,
+) {
+    if ACTIVE {
+        wgmma_fence_operands(acc);
+        wgmma_fence();
+        // Each step's descriptor is the stage's first one plus the step's distance in
+        // 16-byte units (the address field's unit; shared addresses stay below 2^18, so the
+        // sum never carries out of the field): constants, so the loop is adds on the
+        // descriptors, not a descriptor built per step.
+        let b0 = operand_descriptor::<B_K>(st.b_slice(s, 0), 0, 0);
+        // Rows past BM read on into the stage's later tiles (`config::stage_pitch`).
+        let a0 = operand_descriptor::<A_K>(st.a_slice(s, 0), wg * WG_M, 0);
+        for j in 0..Stages::<BN, BM>::SLICES {
+            for step in 0..BK / MMA_K {
+                let b = b0 + u64::from(step_offset::<B_K>(j * b_bytes(BN), step) >> 4);
+                let a = a0 + u64::from(step_offset::<A_K>(j * a_bytes(BM), step) >> 4);
+                // SAFETY: stage s has landed and is not overwritten before this warpgroup's
+                // arrival on its empty barrier, after the group completes.
+                unsafe { mma_step::<E, A_K, B_K, BN>(acc, a, b) };
+            }
+        }
+        wgmma_commit_group();
+        wgmma_wait_group::<1>();
+        wgmma_fence_operands(acc);
+    }
+    if let Some(prev) = release {
+        if tid % 32 == 0 {
+            // SAFETY: once per stage use, by lane 0 (forwarded contract).
+            unsafe { release_stage::<BN, BM, CLUSTER>(st, prev) };
+        }
+    }
+}
+
 /// [`consume_k`] for stages of several K slices (`config::k_slices`): the same chain — the
 /// whole K tiles in ascending order, four k16 steps each, then a last partial one's steps
 /// that reach into K — with one wait per stage instead of one per K tile. A tile's last
@@ -863,7 +932,9 @@ unsafe fn consume_slices<
     let mut prev: Option<u32> = None;
     let mut kt = 0;
     while kt < total {
-        let s = *it % Stages::<BN, BM>::COUNT;
+        // Warp-uniform for ptxas (see `warp_uniform`): the stage's descriptors are then formed
+        // in uniform registers; shuffled here, before the wait, its latency hides there.
+        let s = warp_uniform(*it % Stages::<BN, BM>::COUNT);
         let parity = (*it / Stages::<BN, BM>::COUNT) & 1;
         // SAFETY: initialised barrier.
         unsafe { Stages::<BN, BM>::wait(st.full(s), parity) };
@@ -872,6 +943,16 @@ unsafe fn consume_slices<
         } else {
             slices
         };
+        if here == slices && kt + slices <= whole {
+            // SAFETY: stage s has landed; forwarded contract.
+            unsafe {
+                stage_group::<E, A_K, B_K, BN, BM, ACTIVE, CLUSTER>(st, &mut acc, wg, tid, s, prev)
+            };
+            prev = Some(s);
+            kt += here;
+            *it += 1;
+            continue;
+        }
         for j in 0..here {
             let release = if j == 0 { prev } else { None };
             // SAFETY (all arms): stage s has landed; forwarded contract.
