@@ -789,7 +789,8 @@ pub unsafe fn consume_k<
     acc
 }
 
-/// One K slice's part of the chain in a stage of several slices (the decode tiles): issues
+/// One K slice's part of the chain in a stage of several slices (the decode tiles; a stage
+/// of whole slices goes to [`stage_group`] instead, so this takes a tile's last stage): issues
 /// slice `j`'s first `STEPS` k16 steps as one wgmma group (ascending k), and once the
 /// previous group has completed releases stage `release`, when given (the previous stage,
 /// after the first group of this one). The stage has landed ([`consume_slices`] waits once
@@ -899,8 +900,9 @@ unsafe fn stage_group<
 
 /// [`consume_k`] for stages of several K slices (`config::k_slices`): the same chain — the
 /// whole K tiles in ascending order, four k16 steps each, then a last partial one's steps
-/// that reach into K — with one wait per stage instead of one per K tile. A tile's last
-/// stage holds only the slices left ([`produce_slices`]).
+/// that reach into K — with one wait per stage instead of one per K tile, and a stage of
+/// whole slices as one wgmma group ([`stage_group`]). A tile's last stage holds only the
+/// slices left ([`produce_slices`]), taken slice by slice ([`slice_steps`]).
 ///
 /// # Safety
 /// As for [`consume`].
