@@ -37,7 +37,7 @@ use super::epilogue;
 use super::mainloop::{self, k_tiles, Stages};
 use super::walk::Walk;
 use super::ConsumerSchedule;
-use crate::arch::sync::{bar_arrive_named, bar_sync_named, warp_uniform};
+use crate::arch::sync::{bar_arrive_named, bar_sync_named};
 use crate::element::WgmmaElement;
 use crate::params::GemmParams;
 
@@ -119,7 +119,7 @@ unsafe fn consume_with<
     tid: u32,
     map_c: u64,
 ) {
-    let wg = warp_uniform(tid / 128);
+    let wg = tid / 128;
     let wtid = tid % 128;
     let other = 3 - wg;
     let kt = k_tiles(p);
