@@ -460,9 +460,9 @@ fn descriptor(addr: u32, lbo: u32, sbo: u32) -> u64 {
 #[inline(always)]
 fn operand_descriptor<const K_CONTIGUOUS: bool>(tile: u32, mn0: u32, step: u32) -> u64 {
     if K_CONTIGUOUS {
-        descriptor(tile + mn0 * 128 + step * MMA_K * 2, 16, 1024)
+        descriptor(tile + mn0 * 128 + step_offset::<true>(0, step), 16, 1024)
     } else {
-        let addr = tile + (mn0 / SWIZZLE_ELEMS) * BOX_BYTES + step * MMA_K * 128;
+        let addr = tile + (mn0 / SWIZZLE_ELEMS) * BOX_BYTES + step_offset::<false>(0, step);
         descriptor(addr, BOX_BYTES, 1024)
     }
 }
