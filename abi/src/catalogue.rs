@@ -544,6 +544,20 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_f16_rc_n256_x2 F16, true, true, 128, 256, 2, Cooperative;
                     sgemm_bi_hopper_f16_cr_n256_x2 F16, false, false, 128, 256, 2, Cooperative;
                     sgemm_bi_hopper_f16_cc_n256_x2 F16, false, true, 128, 256, 2, Cooperative;
+                    // The one-round widths (`hopper::ONE_ROUND_BN`), B K-contiguous only; the
+                    // 224-column ones also in clusters of two along M.
+                    sgemm_bi_hopper_bf16_rc_n224 Bf16, true, true, 128, 224, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n224 Bf16, false, true, 128, 224, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n224 F16, true, true, 128, 224, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n224 F16, false, true, 128, 224, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n224_x2 Bf16, true, true, 128, 224, 2, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n224_x2 Bf16, false, true, 128, 224, 2, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n224_x2 F16, true, true, 128, 224, 2, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n224_x2 F16, false, true, 128, 224, 2, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n112 Bf16, true, true, 128, 112, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n112 Bf16, false, true, 128, 112, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n112 F16, true, true, 128, 112, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n112 F16, false, true, 128, 112, 1, Cooperative;
                     // Small M (decode): tiles of 64 rows, and of 32, 16 and 8 for a
                     // K-contiguous A.
                     sgemm_bi_hopper_bf16_rr_n64_m64 Bf16, true, false, 64, 64, 1, Cooperative;

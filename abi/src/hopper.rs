@@ -34,9 +34,27 @@ pub const WIDE_SHORT_BN: [u32; 2] = [256, 128];
 pub const fn wide_short_built(bm: u32) -> bool {
     bm <= 16
 }
+/// The one-round widths of the 128-row tiles, built only for a K-contiguous B (torch's
+/// `[out, in]` weight; an N-contiguous B comes in boxes of 64 columns) and not whole pieces
+/// of the 16-bit store (`epilogue::store_tma` stores the rest of a part from registers).
+/// They exist for the calls whose whole tile count fits on the SMs only just too loosely
+/// with the other widths: on 132 SMs, 256 × 4096 × 14336 runs 112 tiles of 256 columns
+/// (20 SMs idle), 128 tiles of 224; 128 × 4096 × 14336 112 of 128 columns, 128 of 112. The
+/// host takes them only when asked (`SGEMM_BI_ONE_ROUND`) until measured.
+pub const ONE_ROUND_BN: [u32; 2] = [224, 112];
 /// The block tile widths (output columns) the kernels are instantiated for; the host picks
 /// one by M, N and the SM count. Each is the N of the one `wgmma.m64nNk16` per k16 step.
-pub const BN_CHOICES: [u32; 7] = [256, 192, 128, 64, DECODE_BN[0], DECODE_BN[1], DECODE_BN[2]];
+pub const BN_CHOICES: [u32; 9] = [
+    256,
+    ONE_ROUND_BN[0],
+    192,
+    128,
+    ONE_ROUND_BN[1],
+    64,
+    DECODE_BN[0],
+    DECODE_BN[1],
+    DECODE_BN[2],
+];
 /// K per pipeline stage: 64 16-bit elements = 128 bytes, one 128B-swizzle row.
 pub const BK: u32 = 64;
 /// K of one `wgmma.m64nNk16`: the step of the reduction (the contract's unit, as mma.sync's).
@@ -115,6 +133,12 @@ pub const fn b_bytes(bn: u32) -> u32 {
 #[inline]
 pub const fn is_decode_bn(bn: u32) -> bool {
     bn == DECODE_BN[0] || bn == DECODE_BN[1] || bn == DECODE_BN[2]
+}
+
+/// Whether `bn` is one of the one-round widths of the 128-row tiles (`ONE_ROUND_BN`).
+#[inline]
+pub const fn is_one_round_bn(bn: u32) -> bool {
+    bn == ONE_ROUND_BN[0] || bn == ONE_ROUND_BN[1]
 }
 
 /// Bytes of B that a stage of a decode tile carries at least. A block streams its strip of
@@ -203,10 +227,14 @@ const _: () = {
     let mut i = 0;
     while i < BN_CHOICES.len() {
         let bn = BN_CHOICES[i];
-        let decode = is_decode_bn(bn);
+        let k_contiguous_only = is_decode_bn(bn) || is_one_round_bn(bn);
         assert!(
-            (bn % SWIZZLE_ELEMS == 0 || decode) && bn <= 256,
+            (bn % SWIZZLE_ELEMS == 0 || k_contiguous_only) && bn <= 256,
             "B tiles are whole boxes (or K-contiguous rows) and one wgmma wide"
+        );
+        assert!(
+            b_bytes(bn) % 1024 == 0,
+            "each B tile starts on a 128B-swizzle atom"
         );
         assert!(
             bn % 16 == 0,

@@ -182,7 +182,7 @@ impl MmaElement for F16 {
 }
 
 /// A 16-bit input the Hopper path multiplies: one `wgmma.m64nNk16` step with f32
-/// accumulators (`crate::hopper`), N = `BN` (16, 32, 48, 64, 128, 192 or 256), operands
+/// accumulators (`crate::hopper`), N = `BN` (16, 32, 48, 64, 112, 128, 192, 224 or 256), operands
 /// through shared-memory descriptors, transpose immediates `TA`, `TB` (`arch::wgmma`).
 #[cfg(sgemm_bi_sm90a)]
 pub trait WgmmaElement: MmaElement + Copy {
@@ -210,7 +210,18 @@ pub trait WgmmaElement: MmaElement + Copy {
 
 #[cfg(sgemm_bi_sm90a)]
 macro_rules! wgmma_element {
-    ($t:ty, $n256:ident, $n192:ident, $n128:ident, $n64:ident, $n48:ident, $n32:ident, $n16:ident) => {
+    (
+        $t:ty,
+        $n256:ident,
+        $n224:ident,
+        $n192:ident,
+        $n128:ident,
+        $n112:ident,
+        $n64:ident,
+        $n48:ident,
+        $n32:ident,
+        $n16:ident
+    ) => {
         impl WgmmaElement for $t {
             #[inline(always)]
             unsafe fn wgmma<const TA: u32, const TB: u32, const BN: u32>(
@@ -218,13 +229,17 @@ macro_rules! wgmma_element {
                 a: u64,
                 b: u64,
             ) {
-                use crate::arch::wgmma::{$n128, $n16, $n192, $n256, $n32, $n48, $n64};
+                use crate::arch::wgmma::{
+                    $n112, $n128, $n16, $n192, $n224, $n256, $n32, $n48, $n64,
+                };
                 // SAFETY: forwarded contract.
                 unsafe {
                     match BN {
                         256 => $n256::<TA, TB>(d, a, b),
+                        224 => $n224::<TA, TB>(d, a, b),
                         192 => $n192::<TA, TB>(d, a, b),
                         128 => $n128::<TA, TB, 0>(d, a, b),
+                        112 => $n112::<TA, TB>(d, a, b),
                         64 => $n64::<TA, TB>(d, a, b),
                         48 => $n48::<TA, TB>(d, a, b),
                         32 => $n32::<TA, TB>(d, a, b),
@@ -251,8 +266,10 @@ macro_rules! wgmma_element {
 wgmma_element!(
     Bf16,
     wgmma_m64n256k16_f32_bf16,
+    wgmma_m64n224k16_f32_bf16,
     wgmma_m64n192k16_f32_bf16,
     wgmma_m64n128k16_f32_bf16,
+    wgmma_m64n112k16_f32_bf16,
     wgmma_m64n64k16_f32_bf16,
     wgmma_m64n48k16_f32_bf16,
     wgmma_m64n32k16_f32_bf16,
@@ -262,8 +279,10 @@ wgmma_element!(
 wgmma_element!(
     F16,
     wgmma_m64n256k16_f32_f16,
+    wgmma_m64n224k16_f32_f16,
     wgmma_m64n192k16_f32_f16,
     wgmma_m64n128k16_f32_f16,
+    wgmma_m64n112k16_f32_f16,
     wgmma_m64n64k16_f32_f16,
     wgmma_m64n48k16_f32_f16,
     wgmma_m64n32k16_f32_f16,

@@ -13,8 +13,8 @@ use cudarc::driver::sys;
 pub(crate) use sgemm_bi_abi::catalogue::Schedule;
 use sgemm_bi_abi::catalogue::{Element, Family, Kind, Module};
 use sgemm_bi_abi::hopper::{
-    clusters_along_n, wide_short_built, BK, BM, BM_CHOICES, BN_CHOICES, DECODE_BN,
-    EPILOGUE_PIECE_BYTES, NARROW_BN, SWIZZLE_ELEMS, WG_M, WIDE_SHORT_BN,
+    clusters_along_n, is_one_round_bn, wide_short_built, BK, BM, BM_CHOICES, BN_CHOICES, DECODE_BN,
+    EPILOGUE_PIECE_BYTES, NARROW_BN, ONE_ROUND_BN, SWIZZLE_ELEMS, WG_M, WIDE_SHORT_BN,
 };
 use sgemm_bi_abi::params::{HopperParams, TensorMap};
 
@@ -109,13 +109,36 @@ pub(crate) fn tile_m(g: &Gemm, sms: usize) -> u32 {
 /// What a block tile of width `bn` computes per unit of time, relative to the widest: the
 /// narrower tiles reuse each A tile over fewer columns and issue smaller wgmmas. Estimates,
 /// checked against the benchmark suite (docs/perf-notes.md), not measured per shape (192:
-/// between its neighbours).
+/// between its neighbours; the one-round widths 224 and 112 likewise, not yet measured).
 fn width_rate(bn: u32) -> f64 {
     match bn {
         256 => 1.0,
+        224 => 0.98,
         192 => 0.95,
         128 => 0.9,
+        112 => 0.85,
         _ => 0.75,
+    }
+}
+
+/// Whether the 128-row tiles may take the one-round widths (`ONE_ROUND_BN`: 224 and 112
+/// columns, B K-contiguous only), `SGEMM_BI_ONE_ROUND` read once per device: `on` or `1`;
+/// off otherwise, until a measurement on the GPU says they are faster. They are for the
+/// calls whose tiles fill the SMs only just too loosely with the other widths (on 132 SMs:
+/// 256 × 4096 × 14336 in 112 tiles of 256 columns, 128 of 224; 128 × 4096 × 14336 in 112
+/// of 128, 128 of 112). Like every width, they never change a bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OneRound {
+    Off,
+    On,
+}
+
+impl OneRound {
+    fn from_env() -> Self {
+        match std::env::var("SGEMM_BI_ONE_ROUND").as_deref() {
+            Ok("on") | Ok("1") => OneRound::On,
+            _ => OneRound::Off,
+        }
     }
 }
 
@@ -123,9 +146,10 @@ fn width_rate(bn: u32) -> f64 {
 /// 128-row tiles, the width whose rounds of tiles over the persistent blocks take the least
 /// time: rounds (`ceil(tiles / sms)`) × width / `width_rate`, the widest on a tie. So a
 /// shape whose wide tiles leave a second round half empty (2048 × 768 × 3072: 192 tiles of
-/// 256 on 132 SMs) takes narrower ones (256 tiles of 192: two full rounds). The narrow
-/// tile heights take [`narrow_width`]'s. Any choice gives the same bits.
-pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
+/// 256 on 132 SMs) takes narrower ones (256 tiles of 192: two full rounds). The one-round
+/// widths compete only when `one_round` is on and B is K-contiguous. The narrow tile
+/// heights take [`narrow_width`]'s. Any choice gives the same bits.
+pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse, one_round: OneRound) -> u32 {
     if bm != BM {
         return narrow_width(g, bm, sms, skinny);
     }
@@ -133,9 +157,10 @@ pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
         let tiles = tile_count(g, BM, bn);
         tiles.div_ceil(sms.max(1)) as f64 * f64::from(bn) / width_rate(bn)
     };
+    let one_round_ok = one_round == OneRound::On && g.b.layout == Layout::ColMajor;
     BN_CHOICES
         .into_iter()
-        .filter(|&bn| bn >= NARROW_BN)
+        .filter(|&bn| bn >= NARROW_BN && (one_round_ok || !is_one_round_bn(bn)))
         .min_by(|&x, &y| cost(x).total_cmp(&cost(y)))
         .expect("tile widths are built")
 }
@@ -240,16 +265,17 @@ pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> 
         .expect("tile widths are built")
 }
 
-/// The tile width of the kernels built for clusters of two blocks.
-const CLUSTER_BN: u32 = 256;
+/// The widths of the 128-row tiles built for clusters of two blocks along M: the widest,
+/// and the widest one-round width.
+const CLUSTER_BN: [u32; 2] = [256, ONE_ROUND_BN[0]];
 
-/// Blocks per cluster for `g` with (bm, bn) tiles: 2 for the widest tiles when there are
-/// at least two tile rows (neighbouring tiles along M share each stage's B tile through
-/// multicast), and for the 64-row decode tiles of a K-contiguous A when the tile columns
-/// pair up (neighbouring tiles along N share each stage's A tile, `DecodeClusters`); else 1.
-/// Like the tile width, it never changes a bit.
+/// Blocks per cluster for `g` with (bm, bn) tiles: 2 for the widest tiles (256 and 224
+/// columns) when there are at least two tile rows (neighbouring tiles along M share each
+/// stage's B tile through multicast), and for the 64-row decode tiles of a K-contiguous A
+/// when the tile columns pair up (neighbouring tiles along N share each stage's A tile,
+/// `DecodeClusters`); else 1. Like the tile width, it never changes a bit.
 pub(crate) fn cluster_size(g: &Gemm, (bm, bn): (u32, u32), decode: DecodeClusters) -> u32 {
-    let along_m = bm == BM && bn == CLUSTER_BN && g.m > BM as usize;
+    let along_m = bm == BM && CLUSTER_BN.contains(&bn) && g.m > BM as usize;
     let along_n = decode == DecodeClusters::On
         && bm == WG_M
         && DECODE_BN.contains(&bn)
@@ -573,6 +599,8 @@ pub(crate) struct HopperKernels {
     skinny: SkinnyUse,
     /// Whether the 64-row decode tiles run in clusters along N (`SGEMM_BI_DECODE_CLUSTER`).
     decode_clusters: DecodeClusters,
+    /// Whether the 128-row tiles may take the one-round widths (`SGEMM_BI_ONE_ROUND`).
+    one_round: OneRound,
     /// Launch with programmatic stream serialization (see `launch`); off with
     /// `SGEMM_BI_DEPENDENT_LAUNCH=0`.
     dependent_launch: bool,
@@ -627,6 +655,7 @@ impl HopperKernels {
             pingpong_use: PingPongUse::from_env(),
             skinny: SkinnyUse::from_env(),
             decode_clusters: DecodeClusters::from_env(),
+            one_round: OneRound::from_env(),
             dependent_launch: !std::env::var("SGEMM_BI_DEPENDENT_LAUNCH").is_ok_and(|v| v == "0"),
             l2_prefetch_k_tiles: l2_prefetch_from_env(),
         }
@@ -660,6 +689,7 @@ fn plan(
     use_: PingPongUse,
     skinny: SkinnyUse,
     decode: DecodeClusters,
+    one_round: OneRound,
 ) -> Result<HopperPlan, Unsupported> {
     can_implement(g, a, b, c)?;
     let bm = tile_m(g, sms);
@@ -667,7 +697,7 @@ fn plan(
     let (bn, cluster) = match schedule {
         Schedule::PingPong => (PINGPONG_BN, pingpong_cluster_size(g)),
         Schedule::Cooperative => {
-            let bn = tile_n(g, bm, sms, skinny);
+            let bn = tile_n(g, bm, sms, skinny, one_round);
             (bn, cluster_size(g, (bm, bn), decode))
         }
     };
@@ -695,6 +725,7 @@ impl Planner for HopperPlanner<'_> {
             self.pingpong_use,
             self.kernels.skinny,
             self.kernels.decode_clusters,
+            self.kernels.one_round,
         )
     }
 
@@ -853,7 +884,7 @@ mod tests {
     fn every_plan_has_an_entry_and_every_entry_a_slot() {
         for layouts in LAYOUTS {
             for dtype in [DType::BF16, DType::F16] {
-                for m in [1, 8, 9, 17, 33, 64, 65, 128, 129, 1000, 16384] {
+                for m in [1, 8, 9, 17, 33, 64, 65, 128, 129, 256, 1000, 16384] {
                     for n in [8, 64, 200, 4096, 14336] {
                         for sms in [1, 132] {
                             for use_ in
@@ -869,12 +900,21 @@ mod tests {
                                     }
                                     for skinny in [SkinnyUse::Off, SkinnyUse::Small, SkinnyUse::All]
                                     {
-                                        for decode in [DecodeClusters::Off, DecodeClusters::On] {
-                                            let plan =
-                                                plan(&g, (0, 0, 0), sms, use_, skinny, decode)
-                                                    .unwrap_or_else(|e| {
-                                                        panic!("{m}×{n} {layouts:?}: {e}")
-                                                    });
+                                        for (decode, one_round) in [
+                                            (DecodeClusters::Off, OneRound::Off),
+                                            (DecodeClusters::On, OneRound::Off),
+                                            (DecodeClusters::Off, OneRound::On),
+                                        ] {
+                                            let plan = plan(
+                                                &g,
+                                                (0, 0, 0),
+                                                sms,
+                                                use_,
+                                                skinny,
+                                                decode,
+                                                one_round,
+                                            )
+                                            .unwrap_or_else(|e| panic!("{m}×{n} {layouts:?}: {e}"));
                                             let family = plan.entry.spec().kind.family;
                                             assert_eq!(family.tile(), plan.tile);
                                         }
@@ -993,7 +1033,7 @@ mod tests {
                     for sms in [1, 132] {
                         let g = gemm(m, n, 64, layouts);
                         let bm = tile_m(&g, sms);
-                        let bn = tile_n(&g, bm, sms, SkinnyUse::All);
+                        let bn = tile_n(&g, bm, sms, SkinnyUse::All, OneRound::Off);
                         assert!(BN_CHOICES.contains(&bn), "{m}×{n} {layouts:?}: BN {bn}");
                         assert!(BM_CHOICES.contains(&bm), "{m}×{n} {layouts:?}: BM {bm}");
                         assert!(narrow_built(bm, layouts.0));
@@ -1011,7 +1051,15 @@ mod tests {
                     }
                 }
             }
-            let w = |m, k, n| tile_n(&gemm(m, n, k, layouts), BM, 132, SkinnyUse::All);
+            let w = |m, k, n| {
+                tile_n(
+                    &gemm(m, n, k, layouts),
+                    BM,
+                    132,
+                    SkinnyUse::All,
+                    OneRound::Off,
+                )
+            };
             // Training shapes: whole rounds of the widest tiles.
             assert_eq!(w(16384, 4096, 4096), 256);
             assert_eq!(w(4096, 4096, 4096), 256);
@@ -1026,14 +1074,70 @@ mod tests {
             assert_eq!(w(64, 4096, 4096), 64);
             // Narrow N never takes a tile wider than it needs.
             assert_eq!(
-                tile_n(&gemm(1000, 100, 64, layouts), BM, 1, SkinnyUse::All),
+                tile_n(
+                    &gemm(1000, 100, 64, layouts),
+                    BM,
+                    1,
+                    SkinnyUse::All,
+                    OneRound::Off
+                ),
                 128
             );
             assert_eq!(
-                tile_n(&gemm(1000, 60, 64, layouts), BM, 1, SkinnyUse::All),
+                tile_n(
+                    &gemm(1000, 60, 64, layouts),
+                    BM,
+                    1,
+                    SkinnyUse::All,
+                    OneRound::Off
+                ),
                 64
             );
         }
+    }
+
+    /// The one-round widths only when asked, only for a K-contiguous B, and there only where
+    /// they put more of the SMs to work in one round: the training shapes keep theirs.
+    #[test]
+    fn one_round_widths_fill_the_sms_only_when_asked() {
+        let rc = (Layout::RowMajor, Layout::ColMajor);
+        let rr = LAYOUTS[0];
+        let width = |m, n, layouts, one_round| {
+            let g = gemm(m, n, 4096, layouts);
+            tile_n(&g, tile_m(&g, 132), 132, SkinnyUse::All, one_round)
+        };
+        assert_eq!(width(256, 14336, rc, OneRound::Off), 256);
+        assert_eq!(width(256, 14336, rc, OneRound::On), 224);
+        assert_eq!(width(128, 14336, rc, OneRound::Off), 128);
+        assert_eq!(width(128, 14336, rc, OneRound::On), 112);
+        assert_eq!(width(256, 14336, rr, OneRound::On), 256, "B N-contiguous");
+        for (m, n) in [(16384, 4096), (16384, 14336), (4096, 4096), (8192, 8192)] {
+            assert_eq!(width(m, n, rc, OneRound::On), 256, "{m}×{n}");
+        }
+        assert_eq!(width(256, 4096, rc, OneRound::On), 64);
+        let plan_of = |m| {
+            let g = gemm(m, 14336, 4096, rc);
+            plan(
+                &g,
+                (0, 0, 0),
+                132,
+                PingPongUse::Accumulate,
+                SkinnyUse::All,
+                DecodeClusters::Off,
+                OneRound::On,
+            )
+            .unwrap()
+        };
+        assert_eq!(plan_of(256).tile, (BM, 224));
+        assert_eq!(plan_of(256).cluster, 2, "two tile rows share each B tile");
+        assert_eq!(
+            plan_of(256).entry.spec().name,
+            "sgemm_bi_hopper_bf16_rc_n224_x2"
+        );
+        assert_eq!(
+            plan_of(128).entry.spec().name,
+            "sgemm_bi_hopper_bf16_rc_n112"
+        );
     }
 
     /// Small M streams B through the narrow tile heights; training shapes keep 128 rows.
@@ -1064,7 +1168,7 @@ mod tests {
         let rc = (Layout::RowMajor, Layout::ColMajor);
         let width = |m, n, layouts, skinny| {
             let g = gemm(m, n, 4096, layouts);
-            tile_n(&g, tile_m(&g, 132), 132, skinny)
+            tile_n(&g, tile_m(&g, 132), 132, skinny, OneRound::Off)
         };
         for m in [1, 64, 128] {
             assert_eq!(width(m, 4096, rr, SkinnyUse::All), NARROW_BN);
@@ -1102,7 +1206,7 @@ mod tests {
             g.batch = batch;
             g
         };
-        let width_of = |g: &Gemm| tile_n(g, tile_m(g, 132), 132, SkinnyUse::All);
+        let width_of = |g: &Gemm| tile_n(g, tile_m(g, 132), 132, SkinnyUse::All, OneRound::Off);
         let width = |batch, m, n, k| width_of(&batched(batch, m, n, k, rc));
         // 32 heads × batch 8 over a static cache of 520 keys: 768 tiles of 256 columns (three
         // rounds of two tiles a block) against 1280 of 128 and 2304 of 64; at batch 1, 160
@@ -1157,7 +1261,7 @@ mod tests {
         let rc = (Layout::RowMajor, Layout::ColMajor);
         let width = |m, k, n| {
             let g = gemm(m, n, k, rc);
-            tile_n(&g, tile_m(&g, 132), 132, SkinnyUse::All)
+            tile_n(&g, tile_m(&g, 132), 132, SkinnyUse::All, OneRound::Off)
         };
         for m in [1, 8] {
             // gate / up: 88 tiles of 64 columns, 118 of 48.
@@ -1214,7 +1318,8 @@ mod tests {
         );
     }
 
-    /// Clusters along M only for the widest tiles with at least two tile rows to pair.
+    /// Clusters along M only for the widest tiles (256 and 224 columns) with at least two tile
+    /// rows to pair.
     #[test]
     fn clusters_pair_tile_rows_of_the_widest_tiles() {
         let layouts = LAYOUTS[0];
@@ -1224,6 +1329,9 @@ mod tests {
         assert_eq!(size(129, 4096, 256), 2);
         assert_eq!(size(128, 40960, 256), 1);
         assert_eq!(size(16384, 4096, 128), 1);
+        assert_eq!(size(256, 14336, 224), 2, "the widest one-round width");
+        assert_eq!(size(128, 14336, 224), 1);
+        assert_eq!(size(256, 14336, 112), 1);
         assert_eq!(
             entry_name(DType::BF16, layouts, BM, 256, 2, Schedule::Cooperative),
             "sgemm_bi_hopper_bf16_rr_n256_x2"

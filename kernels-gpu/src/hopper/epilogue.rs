@@ -12,7 +12,8 @@
 //!   while the engine writes (two pieces in flight per warpgroup), and the engine clips the
 //!   rows and columns outside C, so any N is fine.
 //! - [`store_registers`], for the overwrite modes of tiles narrower than a 16-bit piece
-//!   (the 16- to 48-column decode tiles): each pair stored straight from registers.
+//!   (the 16- to 48-column decode tiles), and for the columns of a one-round width's part
+//!   past its whole pieces: each pair stored straight from registers.
 //! - [`store_accumulate`], for accumulate mode (the engine cannot do the read-add-write with our NaN
 //!   rule): each pair is one 8-byte load and store straight from registers (the host sends
 //!   only a C that takes them: `host/src/cuda/hopper.rs`, `can_implement`).
@@ -261,12 +262,63 @@ pub unsafe fn store_part<const BN: u32, const BM: u32, const D0: usize, const ST
             }
             store_kind::ACCUMULATE => store_accumulate::<BN, BM, D0>(p, t, part, tid, acc),
             _ if BN < PIECE_COLUMNS_16 => {
-                store_registers::<BN, BM, D0, STORE>(p, t, part, tid, acc)
+                store_registers::<BN, BM, D0, STORE, 0>(p, t, part, tid, acc)
             }
             store_kind::COPY_F32 => {
-                store_tma::<BN, BM, D0, true>(p, t, part, wg, tid, acc, pieces, map_c, issued)
+                store_tma::<BN, BM, D0, true>(p, t, part, wg, tid, acc, pieces, map_c, issued);
+                store_rest::<BN, BM, D0, STORE>(p, t, part, tid, acc);
             }
-            _ => store_tma::<BN, BM, D0, false>(p, t, part, wg, tid, acc, pieces, map_c, issued),
+            _ => {
+                store_tma::<BN, BM, D0, false>(p, t, part, wg, tid, acc, pieces, map_c, issued);
+                store_rest::<BN, BM, D0, STORE>(p, t, part, tid, acc);
+            }
+        }
+    }
+}
+
+/// n8 blocks of one piece of [`store_tma`]: 128 bytes of a row of 16-bit or f32 C.
+const PIECE_BLOCKS_16: usize = 8;
+const F32_PIECE_BLOCKS: usize = 4;
+
+/// Stores the columns of part `part` past [`store_tma`]'s whole pieces from registers
+/// ([`store_registers`] from the first n8 block past them): the last 32 columns of a 16-bit
+/// part of 224, the last 48 of one of 112, 16 in f32 (`config::ONE_ROUND_BN`). A box of the
+/// copy engine for them would reach into the next tile's columns, which another block may be
+/// storing. No code for the widths made of whole pieces. (The first block is a constant of
+/// each arm, not a computed argument: with an argument, even 0, LLVM laid out the decode
+/// tiles' register store differently.)
+///
+/// # Safety
+/// As for [`store_registers`].
+#[inline(always)]
+unsafe fn store_rest<const BN: u32, const BM: u32, const D0: usize, const STORE: u32>(
+    p: &GemmParams,
+    t: &Tile,
+    part: u32,
+    tid: u32,
+    acc: &[f32; 128],
+) {
+    let wide = STORE == store_kind::COPY_F32;
+    const {
+        let per_piece = if STORE == store_kind::COPY_F32 {
+            F32_PIECE_BLOCKS
+        } else {
+            PIECE_BLOCKS_16
+        };
+        // (Tiles narrower than a piece never get here, `store_part`; their instance of
+        // this arm is still built, so the check lets them through.)
+        assert!(
+            BN < PIECE_COLUMNS_16 || (BN / 8) as usize % per_piece == 0 || BN == 224 || BN == 112,
+            "a part is whole pieces, or of a width `store_rest` names"
+        )
+    };
+    // SAFETY (all arms): forwarded contract.
+    unsafe {
+        match (BN, wide) {
+            (224, false) => store_registers::<BN, BM, D0, STORE, 24>(p, t, part, tid, acc),
+            (112, false) => store_registers::<BN, BM, D0, STORE, 8>(p, t, part, tid, acc),
+            (112, true) => store_registers::<BN, BM, D0, STORE, 12>(p, t, part, tid, acc),
+            _ => {}
         }
     }
 }
@@ -279,11 +331,12 @@ const WG_THREADS: u32 = 128;
 const PIECE_COLUMNS_16: u32 = 64;
 
 /// Finishes the (WG_M, BN) part `part` of tile `t`, held in `acc[D0..]`, in the overwrite
-/// mode `STORE` (a `super::store_kind`) straight from registers: each pair of a row inside M
-/// (and inside the tile's rows) and of a column inside N is one 4-byte (16-bit C) or 8-byte
-/// (f32 C) store. For the decode tiles of 16, 32 and 48 columns: their part is at most
-/// 64 × 48 values, too few to be worth a trip through shared memory, and narrower than a
-/// 16-bit piece.
+/// mode `STORE` (a `super::store_kind`) straight from registers, n8 blocks `FIRST..` of it
+/// (at most eight): each pair of a row inside M (and inside the tile's rows) and of a column
+/// inside N is one 4-byte (16-bit C) or 8-byte (f32 C) store. For the decode tiles of 16, 32
+/// and 48 columns (from block 0): their part is at most 64 × 48 values, too few to be worth
+/// a trip through shared memory, and narrower than a 16-bit piece; and for what a one-round
+/// width leaves past its whole pieces ([`store_rest`]).
 ///
 /// # Safety
 /// Every thread of the warpgroup calls it together. `p.out_mode` is an overwrite mode of
@@ -292,7 +345,13 @@ const PIECE_COLUMNS_16: u32 = 64;
 /// every pair at an even column is aligned and inside N; C, and the bias when present, are
 /// valid for the spans the host validated.
 #[inline(always)]
-unsafe fn store_registers<const BN: u32, const BM: u32, const D0: usize, const STORE: u32>(
+unsafe fn store_registers<
+    const BN: u32,
+    const BM: u32,
+    const D0: usize,
+    const STORE: u32,
+    const FIRST: usize,
+>(
     p: &GemmParams,
     t: &Tile,
     part: u32,
@@ -305,7 +364,8 @@ unsafe fn store_registers<const BN: u32, const BM: u32, const D0: usize, const S
     let has_bias = p.bias_dtype != BIAS_NONE;
     let col0 = t.n0 + ((tid % 4) * 2) as u64;
     let rows = register_rows::<BM>(p, t, part, tid, elem);
-    unroll8!(j => {
+    unroll8!(jl => {
+        let j = FIRST + jl;
         let col = col0 + 8 * j as u64;
         if j < (BN / 8) as usize && col < p.n {
             let bias = if has_bias {
@@ -418,8 +478,11 @@ unsafe fn store_pieces<
     map_c: u64,
     issued: &mut u32,
 ) {
-    // n8 blocks of one piece: 128 bytes of a row.
-    let per_piece = if WIDE { 4 } else { 8 };
+    let per_piece = if WIDE {
+        F32_PIECE_BLOCKS
+    } else {
+        PIECE_BLOCKS_16
+    };
     let bf16 = p.out_mode == OUT_BF16;
     let (warp, lane) = (tid / 32, tid % 32);
     let leader = tid == 0;
@@ -434,8 +497,10 @@ unsafe fn store_pieces<
     } else {
         t.batch as i32
     };
+    // Whole pieces only: the rest of a one-round width's part goes from registers
+    // (`store_rest`).
     unroll8!(pc => {
-        if pc * per_piece < (BN / 8) as usize {
+        if (pc + 1) * per_piece <= (BN / 8) as usize {
             let buf = pieces + (*issued % 2) * EPILOGUE_PIECE_BYTES;
             // The store issued two pieces ago read from this buffer: it must be done.
             if leader {

@@ -19,7 +19,9 @@
 //! Shape: a (BM, BN) block tile, K staged 64 at a time through `stages(BN, BM)` stages;
 //! warpgroup 0 is the producer (one thread issues the copies, registers given back with
 //! `setmaxnreg`), the others are consumers, each owning 64 rows of the tile as one
-//! m64nBNk16 accumulator: two for BM = 128 (4, 6 or 8 stages), one for the small-M tiles of
+//! m64nBNk16 accumulator: two for BM = 128 (4, 6 or 8 stages; with a K-contiguous B also
+//! 224 and 112 columns wide, `config::ONE_ROUND_BN`, 4 and 6 stages, for calls whose tiles
+//! fill the SMs in one round only at those widths), one for the small-M tiles of
 //! 64, 32, 16 and 8 rows (12 to 21 stages of BN = 64: more of B in flight, see
 //! `config::BM_CHOICES`; with a K-contiguous B also BN = 48, 32 or 16, `config::DECODE_BN`,
 //! for more blocks on a narrow N at decode, whose stages hold two to eight K tiles of 64 so
@@ -116,6 +118,12 @@ pub unsafe fn gemm<
         assert!(
             config::k_slices(BN, BM) == 1 || B_K,
             "stages of several K slices copy one K-contiguous B box per slice"
+        )
+    };
+    const {
+        assert!(
+            (BN % config::SWIZZLE_ELEMS == 0 && BN <= 256) || B_K,
+            "an N-contiguous B tile is whole 64-column boxes"
         )
     };
     const {
