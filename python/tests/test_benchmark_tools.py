@@ -1,0 +1,72 @@
+"""The benchmark tools' own logic, without a GPU: `profile_kernels.py` reads Nsight Compute's
+CSV page into one row per kernel, whoever launched it, and rejects malformed shapes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before it runs: its dataclasses look their module up there.
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+          '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
+          '"Metric Value"')
+
+
+def row(kid: str, kernel: str, block: str, grid: str, metric: str, unit: str, value: str) -> str:
+    return (f'"{kid}","7","python3","host","{kernel}","1","7","{block}","{grid}","0","9.0",'
+            f'"section","{metric}","{unit}","{value}"')
+
+
+def test_ncu_csv_gives_one_row_per_kernel_in_launch_order():
+    pk = load("profile_kernels")
+    text = "\n".join([
+        "the program's own output",
+        "==PROF== Connected to process 7",
+        HEADER,
+        row("0", "nvjet_sm90_tst_64x32", "(384, 1, 1)", "(128, 1, 1)", "Duration", "usecond",
+            "10.30"),
+        row("0", "nvjet_sm90_tst_64x32", "(384, 1, 1)", "(128, 1, 1)", "Cluster Size", "",
+            "2"),
+        row("1", "sgemm_bi_hopper_bf16_rc_n32_m64", "(256, 1, 1)", "(128, 1, 1)", "Duration",
+            "nsecond", "15,300"),
+        row("1", "sgemm_bi_hopper_bf16_rc_n32_m64", "(256, 1, 1)", "(128, 1, 1)",
+            "Unlisted Metric", "", "9"),
+    ])
+    kernels = pk.parse_ncu_csv(text)
+    assert [(k.who, k.grid, k.block) for k in kernels] == [
+        ("torch", "(128, 1, 1)", "(384, 1, 1)"),
+        ("ours", "(128, 1, 1)", "(256, 1, 1)"),
+    ]
+    assert kernels[0].metrics == {"Duration": "10.3", "Cluster Size": "2"}
+    assert kernels[1].metrics == {"Duration": "15.3"}, "ns to µs; metrics not shown are dropped"
+    table = pk.table((64, 4096, 4096), "bf16", kernels)
+    assert "| ours | `sgemm_bi_hopper_bf16_rc_n32_m64` | (128, 1, 1) | (256, 1, 1) | 15.3 |" in table
+
+
+def test_ncu_output_without_a_csv_page_gives_no_kernels():
+    pk = load("profile_kernels")
+    assert pk.parse_ncu_csv("==ERROR== the profiler could not start\n") == []
+    assert "no kernel profiled" in pk.table((1, 2, 3), "bf16", [])
+
+
+@pytest.mark.parametrize("bad", ["64x4096", "64x0x4096", "ax4096x4096", ""])
+def test_malformed_shapes_are_rejected(bad):
+    pk = load("profile_kernels")
+    assert pk.parse_shape("64X4096x14336") == (64, 4096, 14336)
+    with pytest.raises(argparse.ArgumentTypeError):
+        pk.parse_shape(bad)
