@@ -1,5 +1,5 @@
-//! The one-round widths of the 128-row tiles (`SGEMM_BI_ONE_ROUND=on`): 224 columns, alone
-//! and in clusters of two along M, and 112 columns, B K-contiguous. Neither is a whole
+//! The one-round widths (`SGEMM_BI_ONE_ROUND=on`): 224 columns for the 128-row tiles, alone
+//! and in clusters of two along M, and 112 columns for every tile height, B K-contiguous. Neither is a whole
 //! number of the copy engine's 16-bit pieces (64 columns), so each part's last columns go
 //! from registers (`epilogue::store_rest`). Every output must still be the CPU model's bits
 //! in every output mode, with and without a bias, with a partial last tile of columns
@@ -37,13 +37,18 @@ fn one_round_widths_give_the_model_bits() {
     let mut checked = 0usize;
     // (M, N, K): 224 columns in clusters of two (two tile rows, the second of one row; three
     // tile rows, the last cluster half empty; a partial last tile of 216 columns), then 112
-    // columns (one tile row; a partial last tile of 40 columns).
+    // columns at 128 rows (one tile row; a partial last tile of 40 columns) and at the
+    // narrow heights (8, 16, 32 and 64 rows; a partial last tile of 104 columns).
     let shapes = [
         (256, 14336, 64),
         (129, 14328, 72),
         (300, 13440, 136),
         (128, 14336, 64),
         (100, 9000, 136),
+        (1, 14336, 200),
+        (12, 14328, 64),
+        (20, 14336, 72),
+        (64, 14336, 136),
     ];
     for dtype in [DType::BF16, DType::F16] {
         for layouts in [

@@ -558,6 +558,18 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_bf16_cc_n112 Bf16, false, true, 128, 112, 1, Cooperative;
                     sgemm_bi_hopper_f16_rc_n112 F16, true, true, 128, 112, 1, Cooperative;
                     sgemm_bi_hopper_f16_cc_n112 F16, false, true, 128, 112, 1, Cooperative;
+                    // 112 columns at the narrow heights too (decode: 1 to 64 rows of a
+                    // 14336-wide output in one round of 128 tiles instead of two of 224).
+                    sgemm_bi_hopper_bf16_rc_n112_m64 Bf16, true, true, 64, 112, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_cc_n112_m64 Bf16, false, true, 64, 112, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n112_m32 Bf16, true, true, 32, 112, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n112_m16 Bf16, true, true, 16, 112, 1, Cooperative;
+                    sgemm_bi_hopper_bf16_rc_n112_m8 Bf16, true, true, 8, 112, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n112_m64 F16, true, true, 64, 112, 1, Cooperative;
+                    sgemm_bi_hopper_f16_cc_n112_m64 F16, false, true, 64, 112, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n112_m32 F16, true, true, 32, 112, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n112_m16 F16, true, true, 16, 112, 1, Cooperative;
+                    sgemm_bi_hopper_f16_rc_n112_m8 F16, true, true, 8, 112, 1, Cooperative;
                     // Small M (decode): tiles of 64 rows, and of 32, 16 and 8 for a
                     // K-contiguous A.
                     sgemm_bi_hopper_bf16_rr_n64_m64 Bf16, true, false, 64, 64, 1, Cooperative;

@@ -40,8 +40,16 @@ pub const fn wide_short_built(bm: u32) -> bool {
 /// They exist for the calls whose whole tile count fits on the SMs only just too loosely
 /// with the other widths: on 132 SMs, 256 × 4096 × 14336 runs 112 tiles of 256 columns
 /// (20 SMs idle), 128 tiles of 224; 128 × 4096 × 14336 112 of 128 columns, 128 of 112. The
-/// host takes them only when asked (`SGEMM_BI_ONE_ROUND`) until measured.
+/// host takes them only when asked (`SGEMM_BI_ONE_ROUND`) until measured. 112 is built for
+/// the narrow heights too ([`one_round_built`]): 1 to 64 rows × 4096 × 14336 run 224 tiles
+/// of 64 columns, two rounds; 128 tiles of 112 are one.
 pub const ONE_ROUND_BN: [u32; 2] = [224, 112];
+/// Whether (bm, bn) tiles of a one-round width are built: every one at 128 rows, 112 at
+/// every height.
+#[inline]
+pub const fn one_round_built(bm: u32, bn: u32) -> bool {
+    bm == BM || bn == ONE_ROUND_BN[1]
+}
 /// The block tile widths (output columns) the kernels are instantiated for; the host picks
 /// one by M, N and the SM count. Each is the N of the one `wgmma.m64nNk16` per k16 step.
 pub const BN_CHOICES: [u32; 9] = [

@@ -13,8 +13,9 @@ use cudarc::driver::sys;
 pub(crate) use sgemm_bi_abi::catalogue::Schedule;
 use sgemm_bi_abi::catalogue::{Element, Family, Kind, Module};
 use sgemm_bi_abi::hopper::{
-    clusters_along_n, is_one_round_bn, wide_short_built, BK, BM, BM_CHOICES, BN_CHOICES, DECODE_BN,
-    EPILOGUE_PIECE_BYTES, NARROW_BN, ONE_ROUND_BN, SWIZZLE_ELEMS, WG_M, WIDE_SHORT_BN,
+    clusters_along_n, is_one_round_bn, one_round_built, wide_short_built, BK, BM, BM_CHOICES,
+    BN_CHOICES, DECODE_BN, EPILOGUE_PIECE_BYTES, NARROW_BN, ONE_ROUND_BN, SWIZZLE_ELEMS, WG_M,
+    WIDE_SHORT_BN,
 };
 use sgemm_bi_abi::params::{HopperParams, TensorMap};
 
@@ -126,7 +127,8 @@ fn width_rate(bn: u32) -> f64 {
 /// off otherwise, until a measurement on the GPU says they are faster. They are for the
 /// calls whose tiles fill the SMs only just too loosely with the other widths (on 132 SMs:
 /// 256 × 4096 × 14336 in 112 tiles of 256 columns, 128 of 224; 128 × 4096 × 14336 in 112
-/// of 128, 128 of 112). Like every width, they never change a bit.
+/// of 128, 128 of 112; 1 to 64 rows × 4096 × 14336 in two rounds of 224 tiles of 64
+/// columns, one of 128 of 112). Like every width, they never change a bit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OneRound {
     Off,
@@ -151,7 +153,7 @@ impl OneRound {
 /// heights take [`narrow_width`]'s. Any choice gives the same bits.
 pub(crate) fn tile_n(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse, one_round: OneRound) -> u32 {
     if bm != BM {
-        return narrow_width(g, bm, sms, skinny);
+        return narrow_width(g, bm, sms, skinny, one_round);
     }
     let cost = |bn: u32| {
         let tiles = tile_count(g, BM, bn);
@@ -225,8 +227,15 @@ const WIDEST_SHORT_MAX_K: usize = 256;
 /// (160 tiles, one round of two a block: a short tile's fixed costs are the call's, and
 /// 128 columns have half of 256's to fetch and run; in a captured decode step of the 1.1B
 /// model of `bench_llama.py` this took the step from 0.941× to 0.964× of torch's speed,
-/// docs/perf-notes.md, "Short calls: the instruction fetch").
-pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> u32 {
+/// docs/perf-notes.md, "Short calls: the instruction fetch"). With `one_round` on, 112
+/// columns compete too (`OneRound`): at N = 14336, 128 tiles in one round.
+pub(crate) fn narrow_width(
+    g: &Gemm,
+    bm: u32,
+    sms: usize,
+    skinny: SkinnyUse,
+    one_round: OneRound,
+) -> u32 {
     if g.b.layout != Layout::ColMajor {
         return NARROW_BN;
     }
@@ -258,8 +267,13 @@ pub(crate) fn narrow_width(g: &Gemm, bm: u32, sms: usize, skinny: SkinnyUse) -> 
     let wide = WIDE_SHORT_BN
         .into_iter()
         .filter(|&bn| wide_short_built(bm) && (bn < 256 || g.k <= WIDEST_SHORT_MAX_K));
+    // The one-round width of the narrow heights, when asked (`OneRound`).
+    let one_round = ONE_ROUND_BN
+        .into_iter()
+        .filter(|&bn| one_round == OneRound::On && one_round_built(bm, bn));
     // Widest first: `min_by_key` keeps the first of equal costs.
-    wide.chain([NARROW_BN])
+    wide.chain(one_round)
+        .chain([NARROW_BN])
         .chain(DECODE_BN)
         .min_by_key(|&bn| streamed(bn))
         .expect("tile widths are built")
@@ -1115,6 +1129,14 @@ mod tests {
             assert_eq!(width(m, n, rc, OneRound::On), 256, "{m}×{n}");
         }
         assert_eq!(width(256, 4096, rc, OneRound::On), 64);
+        // The narrow heights: one round of 112 columns instead of two of 64 (or, at 8 rows,
+        // 112 tiles of 128); at N = 4096 the decode widths stay.
+        for m in [1, 8, 16, 33, 64] {
+            assert_eq!(width(m, 14336, rc, OneRound::On), 112, "M = {m}");
+            assert_eq!(width(m, 4096, rc, OneRound::On), 32, "M = {m}");
+        }
+        let cc = (Layout::ColMajor, Layout::ColMajor);
+        assert_eq!(width(64, 14336, cc, OneRound::On), 112);
         let plan_of = |m| {
             let g = gemm(m, 14336, 4096, rc);
             plan(
@@ -1137,6 +1159,14 @@ mod tests {
         assert_eq!(
             plan_of(128).entry.spec().name,
             "sgemm_bi_hopper_bf16_rc_n112"
+        );
+        assert_eq!(
+            plan_of(1).entry.spec().name,
+            "sgemm_bi_hopper_bf16_rc_n112_m8"
+        );
+        assert_eq!(
+            plan_of(64).entry.spec().name,
+            "sgemm_bi_hopper_bf16_rc_n112_m64"
         );
     }
 

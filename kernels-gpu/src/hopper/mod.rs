@@ -26,7 +26,8 @@
 //! `config::BM_CHOICES`; with a K-contiguous B also BN = 48, 32 or 16, `config::DECODE_BN`,
 //! for more blocks on a narrow N at decode, whose stages hold two to eight K tiles of 64 so
 //! that each carries at least 8 KiB of B (16 KiB for the 16- and 32-column tiles of 8 and
-//! 16 rows), `config::k_slices`: 4 to 13 stages). The decode tiles of 8 and 16 rows take
+//! 16 rows), `config::k_slices`: 4 to 13 stages; and BN = 112, the one-round width, 8 to 12
+//! stages). The decode tiles of 8 and 16 rows take
 //! each k16 step by `mma.sync` instead, the warpgroup's warps splitting the columns
 //! (`decode`): the same products into the same accumulator, with a shorter dependent
 //! latency, which is what bounds one row's chain at long K. Tiles of 8 and 16 rows with A
