@@ -191,14 +191,20 @@ unsafe fn store_accumulate_with<
     });
 }
 
-/// [`store_accumulate`] for the decode widths that end in half a group of four n8 blocks
-/// (16 and 48 columns): pair by pair, each load just before its store. Such tiles run only
-/// for calls of at most 64 rows, where the epilogue is a small part of the time.
+/// [`store_accumulate`] for the widths that end in half a group of four n8 blocks (16, 48
+/// and 112 columns), n8 blocks `FIRST..` (at most eight): pair by pair, each load just before
+/// its store. Such tiles run mostly for calls of at most 64 rows (accumulate mode takes the
+/// ping-pong tiles at 128 rows), where the epilogue is a small part of the time.
 ///
 /// # Safety
 /// As for [`store_accumulate`].
 #[inline(always)]
-unsafe fn store_accumulate_pairs<const BN: u32, const BM: u32, const D0: usize>(
+unsafe fn store_accumulate_pairs<
+    const BN: u32,
+    const BM: u32,
+    const D0: usize,
+    const FIRST: usize,
+>(
     p: &GemmParams,
     t: &Tile,
     part: u32,
@@ -208,7 +214,8 @@ unsafe fn store_accumulate_pairs<const BN: u32, const BM: u32, const D0: usize>(
     let has_bias = p.bias_dtype != BIAS_NONE;
     let col0 = t.n0 + ((tid % 4) * 2) as u64;
     let rows = register_rows::<BM>(p, t, part, tid, F32_BYTES);
-    unroll8!(j => {
+    unroll8!(jl => {
+        let j = FIRST + jl;
         let col = col0 + 8 * j as u64;
         if j < (BN / 8) as usize && col < p.n {
             let bias = if has_bias {
@@ -258,7 +265,11 @@ pub unsafe fn store_part<const BN: u32, const BM: u32, const D0: usize, const ST
     unsafe {
         match STORE {
             store_kind::ACCUMULATE if BN % 32 != 0 => {
-                store_accumulate_pairs::<BN, BM, D0>(p, t, part, tid, acc)
+                // Eight n8 blocks a call: 112 columns take two.
+                store_accumulate_pairs::<BN, BM, D0, 0>(p, t, part, tid, acc);
+                if BN > 64 {
+                    store_accumulate_pairs::<BN, BM, D0, 8>(p, t, part, tid, acc);
+                }
             }
             store_kind::ACCUMULATE => store_accumulate::<BN, BM, D0>(p, t, part, tid, acc),
             _ if BN < PIECE_COLUMNS_16 => {
