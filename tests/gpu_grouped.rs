@@ -10,7 +10,7 @@
 mod gpu_support;
 
 use cudarc::driver::result;
-use gpu_support::{first_difference, gpu_engine, DeviceBuf, HostBuf, RawStream, Rng};
+use gpu_support::{first_difference, gpu_engine, run_captured, DeviceBuf, HostBuf, RawStream, Rng};
 use sgemm_bi::{
     DType, Device, Engine, Error, Gemm, GemmPointers, GroupOffsets, GroupSplit, GroupedGemm,
     Operand, Output, OutputMode, TcPath, Tier,
@@ -218,53 +218,6 @@ fn captured(
     let mut got = HostBuf::poison(gg.gemm.c.mode.dtype(), c_len);
     dev.c.download_into(&mut got);
     Ok(got)
-}
-
-/// Runs `gg` on `p` captured in a CUDA graph on `stream`, replayed once and synchronized,
-/// or returns the error of the call under capture (nothing ran). With device offsets only
-/// the grouped kernel, which reads them on the device, can be captured: the group-by-group
-/// path reads them back first, which a capture refuses ([`Error::Unsupported`]). So `Ok`
-/// with device offsets says the call ran as one grouped kernel.
-///
-/// # Safety
-/// `p`'s buffers hold the whole call's spans (device memory of `gpu`'s context).
-unsafe fn run_captured(
-    gpu: &Engine,
-    stream: &RawStream,
-    gg: &GroupedGemm,
-    offsets: GroupOffsets<'_>,
-    p: GemmPointers,
-) -> Result<(), Error> {
-    use cudarc::driver::sys;
-    // Thread-local capture: a global one would also refuse the driver calls of the tests
-    // that run beside this one. SAFETY: driver calls on a live stream; the caller's buffers
-    // outlive the replay, which is synchronized before returning.
-    unsafe {
-        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-        sys::cuStreamBeginCapture_v2(stream.0, mode)
-            .result()
-            .unwrap();
-        let call = gpu.grouped_gemm(gg, offsets, p, stream.handle());
-        let mut graph = std::ptr::null_mut();
-        sys::cuStreamEndCapture(stream.0, &mut graph)
-            .result()
-            .unwrap();
-        if let Err(e) = call {
-            if !graph.is_null() {
-                sys::cuGraphDestroy(graph).result().unwrap();
-            }
-            return Err(e);
-        }
-        let mut exec = std::ptr::null_mut();
-        sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
-            .result()
-            .unwrap();
-        sys::cuGraphLaunch(exec, stream.0).result().unwrap();
-        stream.sync();
-        sys::cuGraphExecDestroy(exec).result().unwrap();
-        sys::cuGraphDestroy(graph).result().unwrap();
-    }
-    Ok(())
 }
 
 /// The rows split with device offsets runs as one grouped kernel that reads them, on both

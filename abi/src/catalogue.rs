@@ -138,8 +138,13 @@ pub enum Family {
     },
     /// The Hopper kernels' grouped form (`hopper::grouped`): (BM, bn) tiles of each group's
     /// rows, cooperative consumers, in clusters of `cluster` blocks along a group's rows, the
-    /// group ends read on the device.
-    HopperGrouped { bn: u32, cluster: u32 },
+    /// group ends read on the device; with `dynamic`, each block takes its next tile from a
+    /// counter when it is ready for one (no clusters), else tiles b, b + grid, ….
+    HopperGrouped {
+        bn: u32,
+        cluster: u32,
+        dynamic: bool,
+    },
     /// The grouped form for a split reduction (`hopper::grouped::gemm_reduction`, the
     /// experts' weight gradient): (BM, bn) tiles of each group's C over the group's K range.
     HopperGroupedReduction { bn: u32 },
@@ -285,12 +290,17 @@ impl Family {
                 },
             ) => bm == bm2 && bn == bn2 && cluster == cluster2 && schedule as u8 == schedule2 as u8,
             (
-                Family::HopperGrouped { bn, cluster },
+                Family::HopperGrouped {
+                    bn,
+                    cluster,
+                    dynamic,
+                },
                 Family::HopperGrouped {
                     bn: bn2,
                     cluster: cluster2,
+                    dynamic: dynamic2,
                 },
-            ) => bn == bn2 && cluster == cluster2,
+            ) => bn == bn2 && cluster == cluster2 && dynamic == dynamic2,
             (Family::HopperGroupedReduction { bn }, Family::HopperGroupedReduction { bn: bn2 }) => {
                 bn == bn2
             }
@@ -371,8 +381,8 @@ pub const fn find(kind: &Kind) -> Option<usize> {
 /// - `mma`: name, element, A K-contiguous, B K-contiguous, 16-byte `cp.async` loads;
 /// - `hopper`: name, element, A K-contiguous, B K-contiguous, BM, BN, cluster size,
 ///   schedule (`Cooperative` or `PingPong`);
-/// - `hopper_grouped`: name, element, B K-contiguous, BN, cluster size (A is K-contiguous:
-///   the tokens' rows);
+/// - `hopper_grouped`: name, element, B K-contiguous, BN, cluster size, dynamic tile order
+///   (A is K-contiguous: the tokens' rows);
 /// - `hopper_grouped_reduction`: name, element, BN (A M-contiguous, B N-contiguous: the
 ///   tokens' rows of Xᵀ and of dY).
 ///
@@ -676,20 +686,27 @@ macro_rules! kernel_catalogue {
                 // B row- or column-major (torch's expert weights [G, N, K] read as B are
                 // column-major).
                 hopper_grouped {
-                    sgemm_bi_hopper_grouped_bf16_r_n128 Bf16, false, 128, 1;
-                    sgemm_bi_hopper_grouped_bf16_c_n128 Bf16, true, 128, 1;
-                    sgemm_bi_hopper_grouped_bf16_r_n256 Bf16, false, 256, 1;
-                    sgemm_bi_hopper_grouped_bf16_c_n256 Bf16, true, 256, 1;
-                    sgemm_bi_hopper_grouped_f16_r_n128 F16, false, 128, 1;
-                    sgemm_bi_hopper_grouped_f16_c_n128 F16, true, 128, 1;
-                    sgemm_bi_hopper_grouped_f16_r_n256 F16, false, 256, 1;
-                    sgemm_bi_hopper_grouped_f16_c_n256 F16, true, 256, 1;
+                    sgemm_bi_hopper_grouped_bf16_r_n128 Bf16, false, 128, 1, false;
+                    sgemm_bi_hopper_grouped_bf16_c_n128 Bf16, true, 128, 1, false;
+                    sgemm_bi_hopper_grouped_bf16_r_n256 Bf16, false, 256, 1, false;
+                    sgemm_bi_hopper_grouped_bf16_c_n256 Bf16, true, 256, 1, false;
+                    sgemm_bi_hopper_grouped_f16_r_n128 F16, false, 128, 1, false;
+                    sgemm_bi_hopper_grouped_f16_c_n128 F16, true, 128, 1, false;
+                    sgemm_bi_hopper_grouped_f16_r_n256 F16, false, 256, 1, false;
+                    sgemm_bi_hopper_grouped_f16_c_n256 F16, true, 256, 1, false;
                     // Clusters of two blocks along a group's rows sharing each stage's B tile
                     // (the experts' weights: the bytes that dominate at MoE shapes).
-                    sgemm_bi_hopper_grouped_bf16_r_n256_x2 Bf16, false, 256, 2;
-                    sgemm_bi_hopper_grouped_bf16_c_n256_x2 Bf16, true, 256, 2;
-                    sgemm_bi_hopper_grouped_f16_r_n256_x2 F16, false, 256, 2;
-                    sgemm_bi_hopper_grouped_f16_c_n256_x2 F16, true, 256, 2;
+                    sgemm_bi_hopper_grouped_bf16_r_n256_x2 Bf16, false, 256, 2, false;
+                    sgemm_bi_hopper_grouped_bf16_c_n256_x2 Bf16, true, 256, 2, false;
+                    sgemm_bi_hopper_grouped_f16_r_n256_x2 F16, false, 256, 2, false;
+                    sgemm_bi_hopper_grouped_f16_c_n256_x2 F16, true, 256, 2, false;
+                    // The dynamic tile order: a block takes its next tile from a counter of the
+                    // call when its producer is ready for one, so the tiles that share a
+                    // weight column start together whatever each block's history.
+                    sgemm_bi_hopper_grouped_bf16_r_n256_dyn Bf16, false, 256, 1, true;
+                    sgemm_bi_hopper_grouped_bf16_c_n256_dyn Bf16, true, 256, 1, true;
+                    sgemm_bi_hopper_grouped_f16_r_n256_dyn F16, false, 256, 1, true;
+                    sgemm_bi_hopper_grouped_f16_c_n256_dyn F16, true, 256, 1, true;
                 }
                 // Grouped, the reduction split (the experts' weight gradient: Xᵀ · dY over each
                 // group's tokens, A M-contiguous and B N-contiguous).
@@ -758,9 +775,9 @@ macro_rules! spec_table {
             Family::Hopper { bm: $bm, bn: $bn, cluster: $c, schedule: Schedule::$s });)*
     };
     (@specs $all:ident, $i:ident, $module:ident, hopper_grouped
-        $($name:ident $elem:ident, $b:literal, $bn:literal, $c:literal;)*) => {
+        $($name:ident $elem:ident, $b:literal, $bn:literal, $c:literal, $d:literal;)*) => {
         $(spec_table!(@one $all, $i, $name, $module, $elem, true, $b,
-            Family::HopperGrouped { bn: $bn, cluster: $c });)*
+            Family::HopperGrouped { bn: $bn, cluster: $c, dynamic: $d });)*
     };
     (@specs $all:ident, $i:ident, $module:ident, hopper_grouped_reduction
         $($name:ident $elem:ident, $bn:literal;)*) => {

@@ -88,6 +88,10 @@ pub struct GroupedHopperParams {
     /// The device address of a [`GroupErrorRecord`] where the kernel reports the first group
     /// whose end is out of order or out of range (0: report nothing).
     pub errors: u64,
+    /// The device address of a `u32` that is zero when the kernel starts and that the
+    /// dynamic tile order's blocks take their next tiles from (`hopper::grouped`); 0 for the
+    /// entries of the static order, which do not read it.
+    pub tile_counter: u64,
 }
 
 /// Parameters of the scalar tier's grouped kernel (`scalar::grouped`; torch's 2-D × 3-D

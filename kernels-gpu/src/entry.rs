@@ -11,7 +11,7 @@
 //! `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_m<BM>][_x2]` (ping-pong
 //! consumers, `hopper::pingpong`; tiles of BM < 128 rows; clusters of two, along M for
 //! 128-row tiles and along N for the others, `hopper::walk`), and
-//! `sgemm_bi_hopper_grouped_<dtype>_<B layout>_n<BN>[_x2]` and `sgemm_bi_hopper_grouped_k_<dtype>_n<BN>`
+//! `sgemm_bi_hopper_grouped_<dtype>_<B layout>_n<BN>[_x2|_dyn]` and `sgemm_bi_hopper_grouped_k_<dtype>_n<BN>`
 //! (the grouped forms, rows split and reduction split, `hopper::grouped`),
 //! and `sgemm_bi_scalar_<dtype>_<A layout><B layout>_sm90`: the 128 × 128 scalar tiles with more
 //! k steps per loop trip, which ptxas fits in 128 registers only for sm_90
@@ -156,7 +156,7 @@ macro_rules! define_entries {
         }
     )*};
 
-    (@hopper_grouped $($name:ident $elem:ident, $b:literal, $bn:literal, $c:literal;)*) => {$(
+    (@hopper_grouped $($name:ident $elem:ident, $b:literal, $bn:literal, $c:literal, $d:literal;)*) => {$(
         /// Grouped Hopper tensor-core GEMM entry point (see `hopper::grouped`).
         ///
         /// # Safety
@@ -171,10 +171,11 @@ macro_rules! define_entries {
             let map_c = crate::kernel_param_generic_address!($name, 256);
             // SAFETY: forwarded launch contract.
             unsafe {
-                hopper::grouped::gemm::<$elem, $b, $bn, $c>(
+                hopper::grouped::gemm::<$elem, $b, $bn, $c, $d>(
                     &p.base.gemm,
                     p.group_ends,
                     p.errors,
+                    p.tile_counter,
                     [map_a, map_b, map_c],
                 )
             }

@@ -18,6 +18,7 @@ have the bits of the dense ``sgemm_bi.matmul`` of those rows (two experts sample
 
     SGEMM_BI_LIB=$PWD/.gpu/lib/libsgemm_bi.so python3 python/benchmarks/bench_grouped.py
     ... --quick     # two shapes, few samples
+    ... --ours-vs-torch   # only F.grouped_mm and ours with device offsets (A/B runs)
 
 Exits 2 without PyTorch or a CUDA GPU.
 """
@@ -99,6 +100,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--samples", type=int, default=15)
+    ap.add_argument("--ours-vs-torch", action="store_true",
+                    help="skip the loop of matmul and ours with host offsets")
     args = ap.parse_args()
     if IMPORT_ERROR is not None or not torch.cuda.is_available():
         print(f"needs torch and a CUDA GPU ({IMPORT_ERROR or 'no GPU'})", file=sys.stderr)
@@ -163,10 +166,12 @@ def main() -> int:
                 return F.grouped_mm(dy.t(), x, offs=offs)
 
             t_theirs = timed(theirs, args.calls, samples) if has_torch_grouped else float("nan")
-            t_loop = timed(loop_fwd if mult == 1 else (lambda: (loop_fwd(), loop_bwd())),
-                           1, max(3, samples // 3))
+            t_loop = t_host = float("nan")
+            if not args.ours_vs_torch:
+                t_loop = timed(loop_fwd if mult == 1 else (lambda: (loop_fwd(), loop_bwd())),
+                               1, max(3, samples // 3))
+                t_host = timed(ours(offs_host), args.calls, samples)
             t_dev = timed(ours(offs), args.calls, samples)
-            t_host = timed(ours(offs_host), args.calls, samples)
             print(f"| {tokens} | {hidden} × {width} | {'zipf' if zipf else 'balanced'} | "
                   f"{pass_} | {floor:.0f} | {t_theirs:.0f} | {t_loop:.0f} | {t_dev:.0f} | "
                   f"{t_host:.0f} | {t_theirs / t_dev:.2f} |", flush=True)

@@ -7,8 +7,8 @@ use std::ffi::c_void;
 
 use cudarc::driver::{result, sys};
 use sgemm_bi::{
-    bf16, f16, DType, Device, Engine, Gemm, GemmPointers, HostSlice, HostSliceMut, Layout, Operand,
-    Output, OutputMode, Stream, Tier,
+    bf16, f16, DType, Device, Engine, Error, Gemm, GemmPointers, GroupOffsets, GroupedGemm,
+    HostSlice, HostSliceMut, Layout, Operand, Output, OutputMode, Stream, Tier,
 };
 
 /// The CUDA engine on device 0, or `None` (test skipped) when there is none. With
@@ -163,6 +163,14 @@ impl DeviceBuf {
         // As in `upload`: let the DMA land before any non-blocking stream reads the buffer.
         result::ctx::synchronize().expect("cuCtxSynchronize");
         d
+    }
+    /// Overwrites the buffer with `h` (which must have the same size).
+    pub fn upload_from(&self, h: &HostBuf) {
+        assert_eq!(h.bytes().len(), self.bytes);
+        // SAFETY: sizes match.
+        unsafe { result::memcpy_htod_sync(self.ptr, h.bytes()) }.expect("cuMemcpyHtoD");
+        // As in `upload`: let the DMA land before any non-blocking stream reads the buffer.
+        result::ctx::synchronize().expect("cuCtxSynchronize");
     }
     /// Copies the buffer into `h` (which must have the same size).
     pub fn download_into(&self, h: &mut HostBuf) {
@@ -418,4 +426,92 @@ pub fn tensor_core_call(
         tier: Tier::TensorCores,
         ..Gemm::dense(m, n, k, dtype)
     }
+}
+
+/// A grouped call captured in a CUDA graph, instantiated; destroyed on drop.
+pub struct CapturedGrouped {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+impl CapturedGrouped {
+    /// Captures the grouped call `gg` on `p` on `stream` (a thread-local capture: a global
+    /// one would also refuse the driver calls of the tests that run beside this one), or
+    /// returns the error of the call under capture (nothing ran). With device offsets only
+    /// the grouped kernel, which reads them on the device, can be captured: the
+    /// group-by-group path reads them back first, which a capture refuses
+    /// ([`Error::Unsupported`]). So `Ok` with device offsets says the call runs as one grouped
+    /// kernel.
+    ///
+    /// # Safety
+    /// `p`'s buffers hold the whole call's spans (device memory of `gpu`'s context) and
+    /// outlive every replay.
+    pub unsafe fn new(
+        gpu: &Engine,
+        stream: &RawStream,
+        gg: &GroupedGemm,
+        offsets: GroupOffsets<'_>,
+        p: GemmPointers,
+    ) -> Result<Self, Error> {
+        // SAFETY: driver calls on a live stream; the call's contract is the caller's.
+        unsafe {
+            let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+            sys::cuStreamBeginCapture_v2(stream.0, mode)
+                .result()
+                .unwrap();
+            let call = gpu.grouped_gemm(gg, offsets, p, stream.handle());
+            let mut graph = std::ptr::null_mut();
+            sys::cuStreamEndCapture(stream.0, &mut graph)
+                .result()
+                .unwrap();
+            if let Err(e) = call {
+                if !graph.is_null() {
+                    sys::cuGraphDestroy(graph).result().unwrap();
+                }
+                return Err(e);
+            }
+            let mut exec = std::ptr::null_mut();
+            sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+                .result()
+                .unwrap();
+            Ok(CapturedGrouped { graph, exec })
+        }
+    }
+
+    /// Replays the graph on `stream` and waits for it.
+    pub fn replay(&self, stream: &RawStream) {
+        // SAFETY: a live graph and stream; the buffers outlive the replay (`new`'s contract),
+        // which is synchronized before returning.
+        unsafe { sys::cuGraphLaunch(self.exec, stream.0) }
+            .result()
+            .unwrap();
+        stream.sync();
+    }
+}
+
+impl Drop for CapturedGrouped {
+    fn drop(&mut self) {
+        // SAFETY: created by `new`, destroyed once; every replay was synchronized.
+        unsafe {
+            sys::cuGraphExecDestroy(self.exec).result().unwrap();
+            sys::cuGraphDestroy(self.graph).result().unwrap();
+        }
+    }
+}
+
+/// Runs the grouped call `gg` on `p` captured in a CUDA graph on `stream`, replayed once and
+/// synchronized, or returns the error of the call under capture ([`CapturedGrouped::new`]).
+///
+/// # Safety
+/// As for [`CapturedGrouped::new`].
+pub unsafe fn run_captured(
+    gpu: &Engine,
+    stream: &RawStream,
+    gg: &GroupedGemm,
+    offsets: GroupOffsets<'_>,
+    p: GemmPointers,
+) -> Result<(), Error> {
+    // SAFETY: forwarded contract.
+    unsafe { CapturedGrouped::new(gpu, stream, gg, offsets, p) }?.replay(stream);
+    Ok(())
 }

@@ -21,6 +21,7 @@ use super::catalogue::{id, Entries, KernelId};
 use super::hopper::{can_implement, encode_raw, operand_map};
 use super::kernel_abi::gemm_params;
 use super::plan::Unsupported;
+use super::tile_counter::TileCounter;
 use crate::error::{Error, Result};
 use crate::grouped::{GroupSplit, GroupedGemm};
 use crate::types::{DType, GemmPointers, Layout, OutputMode};
@@ -28,23 +29,29 @@ use crate::types::{DType, GemmPointers, Layout, OutputMode};
 /// Tile widths the grouped kernels are built for.
 const WIDTHS: [u32; 2] = [128, 256];
 
-/// The rows split's variants: (tile width, blocks per cluster). Clusters of two share each
-/// stage's B tile (the experts' weights, the bytes that dominate at MoE shapes) between
-/// neighbouring tiles of a group's rows.
-const VARIANTS: [(u32, u32); 3] = [(128, 1), (256, 1), (256, 2)];
+/// The rows split's variants: (tile width, blocks per cluster, dynamic tile order). Clusters
+/// of two share each stage's B tile (the experts' weights, the bytes that dominate at MoE
+/// shapes) between neighbouring tiles of a group's rows; the dynamic order hands each block
+/// its next tile when it is ready for one (`kernels-gpu/src/hopper/grouped.rs`).
+const VARIANTS: [(u32, u32, bool); 4] = [
+    (128, 1, false),
+    (256, 1, false),
+    (256, 2, false),
+    (256, 1, true),
+];
 
 /// `[element (bf16, f16)][B K-contiguous][variant]`.
-type Table = [[[Option<KernelId<GroupedHopperParams>>; 3]; 2]; 2];
+type Table = [[[Option<KernelId<GroupedHopperParams>>; 4]; 2]; 2];
 
 const fn table() -> Table {
     let elements = [Element::Bf16, Element::F16];
-    let mut table = [[[None; 3]; 2]; 2];
+    let mut table = [[[None; 4]; 2]; 2];
     let mut e = 0;
     while e < 2 {
         let mut b = 0;
         while b < 2 {
             let mut v = 0;
-            while v < 3 {
+            while v < 4 {
                 table[e][b][v] = id(Kind {
                     module: Module::Sm90a,
                     element: elements[e],
@@ -53,6 +60,7 @@ const fn table() -> Table {
                     family: Family::HopperGrouped {
                         bn: VARIANTS[v].0,
                         cluster: VARIANTS[v].1,
+                        dynamic: VARIANTS[v].2,
                     },
                 });
                 v += 1;
@@ -96,7 +104,7 @@ const _: () = {
         let mut b = 0;
         while b < 2 {
             let mut v = 0;
-            while v < 3 {
+            while v < 4 {
                 assert!(TABLE[e][b][v].is_some(), "a grouped tile without an entry");
                 v += 1;
             }
@@ -106,12 +114,14 @@ const _: () = {
     }
 };
 
-/// What the planner chose: the entry point, its tile width and blocks per cluster.
+/// What the planner chose: the entry point, its tile width, blocks per cluster and tile
+/// order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct GroupedPlan {
     entry: KernelId<GroupedHopperParams>,
     bn: u32,
     cluster: u32,
+    dynamic: bool,
 }
 
 impl GroupedPlan {
@@ -128,6 +138,7 @@ pub(crate) struct GroupedKernels {
     entries: Arc<Entries>,
     sms: usize,
     clusters: ClusterChoice,
+    order: TileOrder,
 }
 
 /// Whether the rows split runs in clusters of two: the planner's choice (none, for now), or
@@ -149,12 +160,58 @@ impl ClusterChoice {
     }
 }
 
+/// The order in which the rows split's blocks take their tiles: static (block b takes
+/// tiles b, b + grid, …) or dynamic (each block's next tile from a counter of the call when
+/// its producer is ready for one). Static unless `SGEMM_BI_GROUPED_ORDER=dynamic` (read once
+/// per device) until the dynamic order is measured at every MoE shape; both give the same
+/// bits. The dynamic order is built for 256-column tiles without clusters; other plans keep
+/// the static one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TileOrder {
+    Static,
+    Dynamic,
+}
+
+impl TileOrder {
+    fn from_env() -> Self {
+        match std::env::var("SGEMM_BI_GROUPED_ORDER").as_deref() {
+            Ok("dynamic") => TileOrder::Dynamic,
+            _ => TileOrder::Static,
+        }
+    }
+}
+
+/// The rows split's variant (an index of [`VARIANTS`]) for tiles 256 wide when `wide` (else
+/// 128), `cluster` blocks per cluster, the tile order asked for, K, and an upper bound of
+/// the call's tiles (`None`: past `usize`).
+fn rows_variant(
+    wide: bool,
+    cluster: u32,
+    order: TileOrder,
+    k: usize,
+    most_tiles: Option<usize>,
+    sms: usize,
+) -> usize {
+    // The dynamic order announces each tile in its first K tile's stage (so K > 0), and its
+    // counter runs up to the tiles plus twice the grid, in 32 bits.
+    let dynamic = order == TileOrder::Dynamic
+        && k > 0
+        && most_tiles.is_some_and(|t| t.saturating_add(2 * sms) < u32::MAX as usize);
+    match (wide, cluster, dynamic) {
+        (false, _, _) => 0,
+        (true, 1, false) => 1,
+        (true, 1, true) => 3,
+        _ => 2,
+    }
+}
+
 impl GroupedKernels {
     pub(crate) fn new(entries: &Arc<Entries>, sms: usize) -> Self {
         GroupedKernels {
             entries: entries.clone(),
             sms: sms.max(1),
             clusters: ClusterChoice::from_env(),
+            order: TileOrder::from_env(),
         }
     }
 
@@ -196,6 +253,7 @@ impl GroupedKernels {
                 entry,
                 bn: WIDTHS[w],
                 cluster: 1,
+                dynamic: false,
             });
         }
         // Clusters of two only when forced: on the H200 they gave the forward 0.92–1.00× of
@@ -206,17 +264,14 @@ impl GroupedKernels {
             ClusterChoice::Forced(c) => c,
             ClusterChoice::Auto => 1,
         };
-        let v = match (w, cluster) {
-            (0, _) => 0,
-            (_, 1) => 1,
-            _ => 2,
-        };
+        let v = rows_variant(w == 1, cluster, self.order, g.k, most, self.sms);
         let entry = TABLE[e][usize::from(g.b.layout == Layout::ColMajor)][v]
             .ok_or(Unsupported::NotBuilt)?;
         Ok(GroupedPlan {
             entry,
             bn: VARIANTS[v].0,
             cluster: VARIANTS[v].1,
+            dynamic: VARIANTS[v].2,
         })
     }
 
@@ -287,6 +342,13 @@ impl GroupedKernels {
             OutputMode::AccumulateF32 => TensorMap { opaque: [0; 16] },
         };
         let gemm = gemm_params(&g, p, BM, plan.bn);
+        // Freed on the stream after the launch (at the end of this function).
+        let counter = if plan.dynamic {
+            // SAFETY: the caller's stream, of the current context.
+            Some(unsafe { TileCounter::new(stream) }?)
+        } else {
+            None
+        };
         let params = GroupedHopperParams {
             base: HopperParams {
                 map_a,
@@ -299,6 +361,7 @@ impl GroupedKernels {
             },
             group_ends: ends as u64,
             errors,
+            tile_counter: counter.as_ref().map_or(0, TileCounter::address),
         };
         // Persistent: at most one block per SM, whole clusters, and no more clusters than
         // the cluster tiles there can be (rows split: each group adds at most one partial
@@ -326,7 +389,55 @@ impl GroupedKernels {
         };
         // SAFETY: the plan accepted the call (the maps describe the caller's buffers, valid
         // for the work on `stream`); the kernel reads `ends` and may write `errors` (the
-        // caller's contract); the grid is whole clusters of the size the entry is built for.
+        // caller's contract); the grid is whole clusters of the size the entry is built for;
+        // a dynamic plan's counter is zeroed on `stream` before the launch, freed after it,
+        // and the plan has K > 0 and few enough tiles.
         unsafe { kernel.launch(grid, &params, stream, attributes) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dynamic order only when asked, only for 256-column tiles without clusters, with
+    /// K > 0 and a counter that cannot pass 32 bits; each variant's entry is the one built for
+    /// it.
+    #[test]
+    fn the_dynamic_tile_order_runs_only_where_it_is_built_and_asked_for() {
+        let variant =
+            |wide, cluster, order, k, most| rows_variant(wide, cluster, order, k, most, 132);
+        let (dynamic, fixed) = (TileOrder::Dynamic, TileOrder::Static);
+        assert_eq!(variant(true, 1, dynamic, 4096, Some(10_000)), 3);
+        assert_eq!(variant(true, 1, fixed, 4096, Some(10_000)), 1);
+        assert_eq!(
+            variant(false, 1, dynamic, 4096, Some(10_000)),
+            0,
+            "128 columns"
+        );
+        assert_eq!(variant(true, 2, dynamic, 4096, Some(10_000)), 2, "clusters");
+        assert_eq!(
+            variant(true, 1, dynamic, 0, Some(10_000)),
+            1,
+            "no K tile to announce"
+        );
+        let limit = u32::MAX as usize - 2 * 132;
+        assert_eq!(variant(true, 1, dynamic, 64, Some(limit - 1)), 3);
+        assert_eq!(
+            variant(true, 1, dynamic, 64, Some(limit)),
+            1,
+            "the counter's 32 bits"
+        );
+        assert_eq!(variant(true, 1, dynamic, 64, None), 1);
+        for by_layout in TABLE {
+            for entries in by_layout {
+                for (entry, &(bn, cluster, dynamic)) in entries.iter().zip(&VARIANTS) {
+                    let name = entry.unwrap().spec().name;
+                    assert!(name.contains(&format!("_n{bn}")), "{name}");
+                    assert_eq!(name.ends_with("_x2"), cluster == 2, "{name}");
+                    assert_eq!(name.ends_with("_dyn"), dynamic, "{name}");
+                }
+            }
+        }
     }
 }

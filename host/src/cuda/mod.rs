@@ -20,6 +20,7 @@ mod plan;
 mod pointers;
 mod scalar;
 mod tensor;
+mod tile_counter;
 
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -122,3 +122,26 @@ pub unsafe fn st_global_release_sys_b32(addr: u64, v: u32) {
         )
     };
 }
+
+/// `atom.relaxed.gpu.global.add.u32`: adds `v` to the word at `addr` and returns the value it
+/// held before. Relaxed: the callers order nothing else by it, they only take distinct
+/// values from it.
+///
+/// # Safety
+/// `addr` is a 4-byte aligned global address valid for reads and writes of 4 bytes, which
+/// other threads touch only by atomics while the kernel runs.
+#[inline(always)]
+pub unsafe fn atom_add_relaxed_gpu_u32(addr: u64, v: u32) -> u32 {
+    let old: u32;
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "atom.relaxed.gpu.global.add.u32 {o}, [{a}], {v};",
+            a = in(reg64) addr,
+            v = in(reg32) v,
+            o = out(reg32) old,
+            options(nostack)
+        )
+    };
+    old
+}

@@ -16,7 +16,15 @@
 //! - the tiles ([`Groups`]): each group's rows in tiles of BM, numbered group after group,
 //!   (tile row, tile column) inside a group in the shared order (`crate::schedule`); a block
 //!   takes tiles b, b + grid, … and follows the groups with a cursor, reading each group's
-//!   end once;
+//!   end once — or, in the dynamic tile order (`DYNAMIC`), tile b and then whichever tile a
+//!   counter of the call hands its producer when it is ready for another, so that the
+//!   tiles sharing a weight column start about together whatever each block did before
+//!   (the static order hands them to different neighbours every wave, which drift apart,
+//!   and a lagging one finds the weight evicted from L2). The producer writes each tile's
+//!   index in its first stage's tile word before the stage's arrival (the full barrier's
+//!   release and the consumers' acquiring wait order it); a tile with no copies — the rows
+//!   past the last group's end — and the end of the walk are announced by a plain arrival
+//!   on a stage of their own. Which block runs a tile cannot change its bits;
 //! - the store: a consumer warpgroup whose 64 rows all lie before the group's end stores them
 //!   as the dense kernels do (pieces staged in shared memory, the copy engine's stores); the
 //!   one that holds a group's last rows stores from registers, each pair of columns of a row
@@ -38,9 +46,9 @@ use super::mainloop::{self, batch_coord, k_tiles, Stages};
 use super::walk::Walk;
 use super::ConsumerSchedule as _;
 use crate::arch::cluster::{cluster_ctarank, cluster_sync};
-use crate::arch::global::{st_global_b32, st_global_v2_b32};
-use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
-use crate::arch::shared::dyn_smem_base;
+use crate::arch::global::{atom_add_relaxed_gpu_u32, st_global_b32, st_global_v2_b32};
+use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_arrive_expect_tx};
+use crate::arch::shared::{dyn_smem_base, ld_shared_b32, st_shared_b32};
 use crate::arch::sync::{
     bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec,
     setmaxnreg_inc, warp_uniform,
@@ -148,6 +156,15 @@ impl<const CLUSTER: u32> Groups<CLUSTER> {
         self.tiles_m = (self.end - self.start).div_ceil(BM * CLUSTER);
     }
 
+    /// Makes tile `index` (counted over all groups) the one [`Self::next`] returns next: the
+    /// dynamic tile order's way of moving the cursor. The group cursor only walks forward,
+    /// so `index` is at least every index this cursor has returned (a block's indices from
+    /// the counter only grow).
+    #[inline(always)]
+    pub fn seek(&mut self, index: u32) {
+        self.next = index;
+    }
+
     /// This block's next tile, or `None` when it has none left.
     ///
     /// # Safety
@@ -205,7 +222,8 @@ unsafe fn check_ends(tid: u32, ends: u64, groups: u64, limit: u64, errors: u64) 
 /// The grouped kernel: (BM, BN) tiles, two consumer warpgroups sharing each tile (the
 /// cooperative schedule), in clusters of `CLUSTER` blocks along a group's rows (1: none; the
 /// blocks of a cluster share each stage's B tile, as the dense kernel's do); A is
-/// K-contiguous (the tokens' rows), B K-contiguous when `B_K`.
+/// K-contiguous (the tokens' rows), B K-contiguous when `B_K`; the tiles in the dynamic
+/// order when `DYNAMIC` (no clusters), else in the static one (see the module docs).
 ///
 /// # Safety
 /// `p` describes the whole call (`p.m` the rows of every group, `p.batch` ≥ 1 groups, B
@@ -218,14 +236,30 @@ unsafe fn check_ends(tid: u32, ends: u64, groups: u64, limit: u64, errors: u64) 
 /// K-contiguous) and C (batch extent 1, boxes as the dense kernels' epilogue writes them;
 /// `host/src/cuda/grouped.rs`); the block has `config::threads(BM)` threads
 /// and `config::SMEM_BYTES` of dynamic shared memory; with `CLUSTER` > 1 the grid is
-/// launched in clusters of `CLUSTER` blocks along x.
+/// launched in clusters of `CLUSTER` blocks along x. With `DYNAMIC`: `p.k` > 0 (every tile
+/// with rows has a stage to announce it), `counter` is the device address of a `u32` that
+/// is 0 when the kernel starts and that nothing else touches while it runs, and the call's
+/// tiles plus twice the grid number below 2^32.
 #[inline(always)]
-pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32, const CLUSTER: u32>(
+pub unsafe fn gemm<
+    E: WgmmaElement,
+    const B_K: bool,
+    const BN: u32,
+    const CLUSTER: u32,
+    const DYNAMIC: bool,
+>(
     p: &GemmParams,
     ends: u64,
     errors: u64,
+    counter: u64,
     maps: [u64; 3],
 ) {
+    const {
+        assert!(
+            !DYNAMIC || CLUSTER == 1,
+            "the blocks of a cluster walk the same tiles: a counter would part them"
+        )
+    };
     let [map_a, map_b, map_c] = maps;
     let tid = _thread_idx_x() as u32;
     let wg = warp_uniform(tid / 128);
@@ -253,7 +287,7 @@ pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32, const CLUSTE
             unsafe {
                 prefetch_tensormap(map_a);
                 prefetch_tensormap(map_b);
-                produce::<B_K, BN, CLUSTER>(p, ends, &st, map_a, map_b, rank);
+                produce::<B_K, BN, CLUSTER, DYNAMIC>(p, ends, counter, &st, map_a, map_b, rank);
             }
         }
     } else {
@@ -262,9 +296,9 @@ pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32, const CLUSTE
         // SAFETY (both arms): forwarded contract; this thread is a consumer's.
         unsafe {
             if p.out_mode == OUT_F32 {
-                consume_tiles::<E, B_K, BN, CLUSTER, true>(p, ends, &st, tid, rank, map_c)
+                consume_tiles::<E, B_K, BN, CLUSTER, DYNAMIC, true>(p, ends, &st, tid, rank, map_c)
             } else {
-                consume_tiles::<E, B_K, BN, CLUSTER, false>(p, ends, &st, tid, rank, map_c)
+                consume_tiles::<E, B_K, BN, CLUSTER, DYNAMIC, false>(p, ends, &st, tid, rank, map_c)
             }
         }
     }
@@ -273,15 +307,17 @@ pub unsafe fn gemm<E: WgmmaElement, const B_K: bool, const BN: u32, const CLUSTE
 /// The producer: one thread copying, for each tile of this block, every K tile of its A rows
 /// and of its group's B (with clusters, its part of B to every block of the cluster), in the
 /// order the consumers read them. A block whose rows of a cluster tile all lie past the
-/// group's end copies no A (its consumers do not read it).
+/// group's end copies no A (its consumers do not read it). In the dynamic order it also
+/// takes the tiles from the counter and announces each in its first stage (module docs).
 ///
 /// # Safety
 /// One thread of the block, the barriers initialised (with clusters, the cluster synchronised
 /// after that); as for [`gemm`].
 #[inline(always)]
-unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32>(
+unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32, const DYNAMIC: bool>(
     p: &GemmParams,
     ends: u64,
+    counter: u64,
     st: &Stages<BN, BM>,
     map_a: u64,
     map_b: u64,
@@ -291,11 +327,44 @@ unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32>(
     let mut it = 0u32;
     // SAFETY: forwarded contract.
     let mut tiles = unsafe { Groups::<CLUSTER>::new(p, ends, rank) };
-    // SAFETY: as above.
-    while let Some(t) = unsafe { tiles.next::<BN>(p, ends) } {
-        if t.clear {
-            continue;
+    // The dynamic order's first tile is the static one's (no wait on the counter to start),
+    // the later ones the counter's, after the grid's first tiles.
+    let mut index = _block_idx_x() as u32;
+    let take_next = || {
+        // SAFETY: the call's counter (forwarded contract); only atomics touch it.
+        _grid_dim_x() as u32 + unsafe { atom_add_relaxed_gpu_u32(counter, 1) }
+    };
+    loop {
+        if DYNAMIC {
+            tiles.seek(index);
         }
+        // SAFETY: forwarded contract.
+        let next = unsafe { tiles.next::<BN>(p, ends) };
+        let t = match next {
+            Some(t) if !t.clear => t,
+            _ => {
+                if DYNAMIC {
+                    // A tile without copies, or the end: a stage of its own says so.
+                    let s = it % Stages::<BN, BM>::COUNT;
+                    let parity = (it / Stages::<BN, BM>::COUNT) & 1;
+                    // SAFETY: initialised barriers; the word is the stage's, free once its
+                    // `empty` phase completed (every consumer warp read it before).
+                    unsafe {
+                        Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
+                        st_shared_b32(st.tile_word(s), index);
+                        mbarrier_arrive(st.full(s));
+                    }
+                    it += 1;
+                }
+                if next.is_none() {
+                    break;
+                }
+                if DYNAMIC {
+                    index = take_next();
+                }
+                continue;
+            }
+        };
         let bb = batch_coord(p.batch_stride_b, u64::from(t.group));
         let (m0, n0) = (t.m0 as i32, t.n0 as i32);
         let has_rows = t.m0 < t.end;
@@ -309,11 +378,15 @@ unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32>(
             let parity = (it / Stages::<BN, BM>::COUNT) & 1;
             let full = st.full(s);
             let k0 = (kt * super::config::BK) as i32;
-            // SAFETY (all): initialised barriers; stage s is free in every block of the
-            // cluster once its `empty` phase completed; the maps are valid (forwarded
-            // contract).
+            // SAFETY (all): initialised barriers; stage s (its tile word too) is free in
+            // every block of the cluster once its `empty` phase completed; the maps are
+            // valid (forwarded contract).
             unsafe {
                 Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
+                if DYNAMIC && kt == 0 {
+                    // Before the arrival, whose release orders it for the consumers.
+                    st_shared_b32(st.tile_word(s), index);
+                }
                 mbarrier_arrive_expect_tx(full, bytes);
                 if has_rows {
                     cp_async_bulk_tensor_3d(st.a(s), map_a, k0, m0, 0, full);
@@ -322,9 +395,54 @@ unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32>(
             }
             it += 1;
         }
+        if DYNAMIC {
+            index = take_next();
+        }
     }
     // SAFETY: this block's producer, after its last copy.
     unsafe { mainloop::drain_peers::<BN, BM, CLUSTER>(st, it) };
+}
+
+/// The consumers' next tile: in the static order the cursor's, in the dynamic order the one
+/// the producer announced in the next stage's tile word. A stage that announces no copies
+/// (a tile of the rows past the last group, or the end) is released here.
+///
+/// # Safety
+/// As for [`gemm`]; every thread of a consumer warpgroup calls it together, with the
+/// warpgroup's own cursor and stage count (`wtid` its thread in the warpgroup).
+#[inline(always)]
+unsafe fn next_tile<const BN: u32, const CLUSTER: u32, const DYNAMIC: bool>(
+    tiles: &mut Groups<CLUSTER>,
+    p: &GemmParams,
+    ends: u64,
+    st: &Stages<BN, BM>,
+    wtid: u32,
+    it: &mut u32,
+) -> Option<GroupTile> {
+    if !DYNAMIC {
+        // SAFETY: forwarded contract.
+        return unsafe { tiles.next::<BN>(p, ends) };
+    }
+    let s = *it % Stages::<BN, BM>::COUNT;
+    let parity = (*it / Stages::<BN, BM>::COUNT) & 1;
+    // SAFETY: initialised barrier; after the wait (acquire) the word is the producer's for
+    // this stage use, which it does not rewrite before this warp releases the stage.
+    let index = unsafe {
+        Stages::<BN, BM>::wait(st.full(s), parity);
+        warp_uniform(ld_shared_b32(st.tile_word(s)))
+    };
+    tiles.seek(index);
+    // SAFETY: forwarded contract.
+    let next = unsafe { tiles.next::<BN>(p, ends) };
+    if !matches!(next, Some(ref t) if !t.clear) {
+        // The announcement's stage carries no copies: the mainloop will not release it.
+        if wtid % 32 == 0 {
+            // SAFETY: once for this stage use, by lane 0 of each warp, after the read.
+            unsafe { mainloop::release_stage::<BN, BM, CLUSTER>(st, s) };
+        }
+        *it += 1;
+    }
+    next
 }
 
 /// A consumer warpgroup's whole life: for each tile of this block, the chain over K of its
@@ -340,6 +458,7 @@ unsafe fn consume_tiles<
     const B_K: bool,
     const BN: u32,
     const CLUSTER: u32,
+    const DYNAMIC: bool,
     const WIDE: bool,
 >(
     p: &GemmParams,
@@ -354,8 +473,10 @@ unsafe fn consume_tiles<
     let mut issued = 0u32;
     // SAFETY: forwarded contract.
     let mut tiles = unsafe { Groups::<CLUSTER>::new(p, ends, rank) };
-    // SAFETY: as above.
-    while let Some(t) = unsafe { tiles.next::<BN>(p, ends) } {
+    // SAFETY: as above; the warpgroup's own cursor and stage count.
+    while let Some(t) =
+        unsafe { next_tile::<BN, CLUSTER, DYNAMIC>(&mut tiles, p, ends, st, wtid, &mut it) }
+    {
         // A warpgroup whose 64 rows all lie past the group's end computes nothing.
         let active = t.m0 + wg * WG_M < t.end;
         if t.clear {

@@ -11,9 +11,9 @@
 //! `empty` barrier (one arrival per consumer warp when its wgmmas have read the stage).
 
 use super::config::{
-    a_bytes, b_bytes, k_slices, slice_bytes, stage_bytes, stage_pitch, stages, BK, BOX_BYTES,
-    EPILOGUE_AREA, EPILOGUE_BUFFERS, EPILOGUE_PIECE_BYTES, MAX_STAGES, MMA_K, STAGE_AREA,
-    SWIZZLE_ELEMS, WG_M,
+    a_bytes, b_bytes, k_slices, slice_bytes, stage_bytes, stage_pitch, stages, BARRIER_BYTES, BK,
+    BOX_BYTES, EPILOGUE_AREA, EPILOGUE_BUFFERS, EPILOGUE_PIECE_BYTES, MAX_STAGES, MMA_K,
+    STAGE_AREA, SWIZZLE_ELEMS, WG_M,
 };
 use super::walk::Walk;
 use crate::arch::cluster::{mapa_shared_cluster, mbarrier_arrive_cluster};
@@ -72,6 +72,13 @@ impl<const BN: u32, const BM: u32> Stages<BN, BM> {
     #[inline(always)]
     pub(super) fn empty(&self, s: u32) -> u32 {
         self.base + STAGE_AREA + EPILOGUE_AREA + 8 * MAX_STAGES + 8 * s
+    }
+    /// Stage `s`'s tile word, after the barriers: the grouped kernels' dynamic tile order
+    /// writes there which tile the stage's copies (or announcement) belong to
+    /// (`super::grouped`).
+    #[inline(always)]
+    pub(super) fn tile_word(&self, s: u32) -> u32 {
+        self.base + STAGE_AREA + EPILOGUE_AREA + BARRIER_BYTES + 4 * s
     }
 
     /// Shared address of consumer warpgroup `wg`'s epilogue pieces (EPILOGUE_BUFFERS of
