@@ -287,9 +287,20 @@ pub unsafe fn store_part<const BN: u32, const BM: u32, const D0: usize, const ST
     }
 }
 
-/// n8 blocks of one piece of [`store_tma`]: 128 bytes of a row of 16-bit or f32 C.
-const PIECE_BLOCKS_16: usize = 8;
-const F32_PIECE_BLOCKS: usize = 4;
+/// n8 blocks of one piece of [`store_tma`]: 128 bytes of a row of f32 (`wide`) or 16-bit C.
+const fn piece_blocks(wide: bool) -> usize {
+    if wide {
+        4
+    } else {
+        8
+    }
+}
+
+/// The n8 blocks of a part `bn` wide that [`store_tma`]'s whole pieces cover: where
+/// [`store_rest`]'s register store starts.
+const fn whole_piece_blocks(bn: u32, wide: bool) -> usize {
+    (bn / 8) as usize / piece_blocks(wide) * piece_blocks(wide)
+}
 
 /// Stores the columns of part `part` past [`store_tma`]'s whole pieces from registers
 /// ([`store_registers`] from the first n8 block past them): the last 32 columns of a 16-bit
@@ -311,16 +322,21 @@ unsafe fn store_rest<const BN: u32, const BM: u32, const D0: usize, const STORE:
 ) {
     let wide = STORE == store_kind::COPY_F32;
     const {
-        let per_piece = if STORE == store_kind::COPY_F32 {
-            F32_PIECE_BLOCKS
-        } else {
-            PIECE_BLOCKS_16
-        };
+        let per_piece = piece_blocks(STORE == store_kind::COPY_F32);
         // (Tiles narrower than a piece never get here, `store_part`; their instance of
         // this arm is still built, so the check lets them through.)
         assert!(
             BN < PIECE_COLUMNS_16 || (BN / 8) as usize % per_piece == 0 || BN == 224 || BN == 112,
             "a part is whole pieces, or of a width `store_rest` names"
+        )
+    };
+    // Each arm's first block, a literal (see above), is where the whole pieces end.
+    const {
+        assert!(
+            whole_piece_blocks(224, false) == 24
+                && whole_piece_blocks(112, false) == 8
+                && whole_piece_blocks(112, true) == 12,
+            "a register store past the pieces starts where they end"
         )
     };
     // SAFETY (all arms): forwarded contract.
@@ -489,11 +505,7 @@ unsafe fn store_pieces<
     map_c: u64,
     issued: &mut u32,
 ) {
-    let per_piece = if WIDE {
-        F32_PIECE_BLOCKS
-    } else {
-        PIECE_BLOCKS_16
-    };
+    let per_piece = piece_blocks(WIDE);
     let bf16 = p.out_mode == OUT_BF16;
     let (warp, lane) = (tid / 32, tid % 32);
     let leader = tid == 0;
