@@ -162,21 +162,30 @@ impl ClusterChoice {
 
 /// The order in which the rows split's blocks take their tiles: static (block b takes
 /// tiles b, b + grid, …) or dynamic (each block's next tile from a counter of the call when
-/// its producer is ready for one). Static unless `SGEMM_BI_GROUPED_ORDER=dynamic` (read once
-/// per device) until the dynamic order is measured at every MoE shape; both give the same
-/// bits. The dynamic order is built for 256-column tiles without clusters; other plans keep
-/// the static one.
+/// its producer is ready for one). `Auto` takes the dynamic order where K ≥ [`DYNAMIC_MIN_K`];
+/// `SGEMM_BI_GROUPED_ORDER=static|dynamic` (read once per device) forces either, for
+/// benchmarks and tests. Both give the same bits. The dynamic order is built for 256-column
+/// tiles without clusters; other plans keep the static one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TileOrder {
+    Auto,
     Static,
     Dynamic,
 }
+
+/// The shortest K for which `TileOrder::Auto` takes the dynamic order. On the H200 at 128
+/// experts, top-8 (`bench_grouped.py`, docs/perf-notes.md, "Grouped GEMM, version 3"): the
+/// forward at 4096 → 1536 (K = 4096, each tile column's weight 2 MiB) went from 0.77–0.79× of
+/// `F.grouped_mm` to 0.94–1.02× (4096 tokens, balanced) and from 0.88–0.95× to 0.96–1.04×
+/// (16384 tokens); at 2048 → 768 (K = 2048) it was slower by up to 13 %.
+const DYNAMIC_MIN_K: usize = 4096;
 
 impl TileOrder {
     fn from_env() -> Self {
         match std::env::var("SGEMM_BI_GROUPED_ORDER").as_deref() {
             Ok("dynamic") => TileOrder::Dynamic,
-            _ => TileOrder::Static,
+            Ok("static") => TileOrder::Static,
+            _ => TileOrder::Auto,
         }
     }
 }
@@ -194,9 +203,13 @@ fn rows_variant(
 ) -> usize {
     // The dynamic order announces each tile in its first K tile's stage (so K > 0), and its
     // counter runs up to the tiles plus twice the grid, in 32 bits.
-    let dynamic = order == TileOrder::Dynamic
-        && k > 0
-        && most_tiles.is_some_and(|t| t.saturating_add(2 * sms) < u32::MAX as usize);
+    let asked = match order {
+        TileOrder::Auto => k >= DYNAMIC_MIN_K,
+        TileOrder::Static => false,
+        TileOrder::Dynamic => true,
+    };
+    let dynamic =
+        asked && k > 0 && most_tiles.is_some_and(|t| t.saturating_add(2 * sms) < u32::MAX as usize);
     match (wide, cluster, dynamic) {
         (false, _, _) => 0,
         (true, 1, false) => 1,
@@ -400,7 +413,7 @@ impl GroupedKernels {
 mod tests {
     use super::*;
 
-    /// The dynamic order only when asked, only for 256-column tiles without clusters, with
+    /// The dynamic order only when asked (or, by default, for long K), only for 256-column tiles without clusters, with
     /// K > 0 and a counter that cannot pass 32 bits; each variant's entry is the one built for
     /// it.
     #[test]
@@ -421,6 +434,14 @@ mod tests {
             1,
             "no K tile to announce"
         );
+        let auto = TileOrder::Auto;
+        assert_eq!(variant(true, 1, auto, 4096, Some(10_000)), 3);
+        assert_eq!(
+            variant(true, 1, auto, 2048, Some(10_000)),
+            1,
+            "short K: static"
+        );
+        assert_eq!(variant(false, 1, auto, 4096, Some(10_000)), 0);
         let limit = u32::MAX as usize - 2 * 132;
         assert_eq!(variant(true, 1, dynamic, 64, Some(limit - 1)), 3);
         assert_eq!(
