@@ -10,7 +10,10 @@
 mod gpu_support;
 
 use cudarc::driver::result;
-use gpu_support::{first_difference, gpu_engine, run_captured, DeviceBuf, HostBuf, RawStream, Rng};
+use gpu_support::{
+    first_difference, gpu_engine, offsets_on_device, run_captured, DeviceBuf, HostBuf, RawStream,
+    Rng,
+};
 use sgemm_bi::{
     DType, Device, Engine, Error, Gemm, GemmPointers, GroupOffsets, GroupSplit, GroupedGemm,
     Operand, Output, OutputMode, TcPath, Tier,
@@ -146,11 +149,6 @@ impl Uploaded {
             c: self.c.at(0),
         }
     }
-}
-
-fn offsets_on_device(offsets: &[i32]) -> DeviceBuf {
-    let host = HostBuf::F32(offsets.iter().map(|&o| f32::from_bits(o as u32)).collect());
-    DeviceBuf::upload(&host)
 }
 
 #[test]

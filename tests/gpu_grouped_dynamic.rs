@@ -17,7 +17,8 @@
 mod gpu_support;
 
 use gpu_support::{
-    first_difference, gpu_engine, CapturedGrouped, DeviceBuf, HostBuf, RawStream, Rng,
+    first_difference, gpu_engine, offsets_on_device, CapturedGrouped, DeviceBuf, HostBuf,
+    RawStream, Rng,
 };
 use sgemm_bi::{
     DType, Device, Engine, Gemm, GemmPointers, GroupOffsets, GroupSplit, GroupedGemm, Operand,
@@ -147,9 +148,7 @@ fn the_dynamic_tile_order_gives_the_cpu_bits() {
                         want.slice_mut(),
                     )
                     .expect("CPU grouped call");
-                    let d_offsets = DeviceBuf::upload(&HostBuf::F32(
-                        offsets.iter().map(|&o| f32::from_bits(o as u32)).collect(),
-                    ));
+                    let d_offsets = offsets_on_device(&offsets);
                     let d_c = DeviceBuf::upload(&poison);
                     let p = GemmPointers {
                         a: d_a.at(0),
@@ -188,9 +187,7 @@ fn the_dynamic_tile_order_gives_the_cpu_bits() {
     cpu.grouped_gemm_host(&gg, &offsets, a.slice(), b.slice(), None, want.slice_mut())
         .expect("CPU grouped call");
     let (d_a, d_b) = (DeviceBuf::upload(&a), DeviceBuf::upload(&b));
-    let d_offsets = DeviceBuf::upload(&HostBuf::F32(
-        offsets.iter().map(|&o| f32::from_bits(o as u32)).collect(),
-    ));
+    let d_offsets = offsets_on_device(&offsets);
     let d_c = DeviceBuf::upload(&poison);
     let p = GemmPointers {
         a: d_a.at(0),

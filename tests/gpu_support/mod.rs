@@ -428,6 +428,12 @@ pub fn tensor_core_call(
     }
 }
 
+/// Group offsets (`i32`) in device memory.
+pub fn offsets_on_device(offsets: &[i32]) -> DeviceBuf {
+    let host = HostBuf::F32(offsets.iter().map(|&o| f32::from_bits(o as u32)).collect());
+    DeviceBuf::upload(&host)
+}
+
 /// A grouped call captured in a CUDA graph, instantiated; destroyed on drop.
 pub struct CapturedGrouped {
     graph: sys::CUgraph,
