@@ -1,4 +1,4 @@
-//! The one-round widths (`SGEMM_BI_ONE_ROUND=on`): 224 columns for the 128-row tiles, alone
+//! The one-round widths (on unless `SGEMM_BI_ONE_ROUND=off`): 224 columns for the 128-row tiles, alone
 //! and in clusters of two along M, and 112 columns for every tile height, B K-contiguous. Neither is a whole
 //! number of the copy engine's 16-bit pieces (64 columns), so each part's last columns go
 //! from registers (`epilogue::store_rest`). Every output must still be the CPU model's bits
@@ -8,7 +8,7 @@
 //! variable once per device and process.
 //!
 //! On a GPU of 132 SMs (H100 SXM, H200) the planner sends these shapes to those widths
-//! (`host/src/cuda/hopper.rs`, `one_round_widths_fill_the_sms_only_when_asked`, pins the
+//! (`host/src/cuda/hopper.rs`, `one_round_widths_fill_the_sms_only_where_they_fit`, pins the
 //! choice for the shapes of this kind).
 //!
 //! Needs a GPU: `bash .gpu/run gpu_one_round_widths` on the GPU host.

@@ -40,7 +40,7 @@ pub const fn wide_short_built(bm: u32) -> bool {
 /// They exist for the calls whose whole tile count fits on the SMs only just too loosely
 /// with the other widths: on 132 SMs, 256 × 4096 × 14336 runs 112 tiles of 256 columns
 /// (20 SMs idle), 128 tiles of 224; 128 × 4096 × 14336 112 of 128 columns, 128 of 112. The
-/// host takes them only when asked (`SGEMM_BI_ONE_ROUND`) until measured. 112 is built for
+/// host takes them unless `SGEMM_BI_ONE_ROUND=off`. 112 is built for
 /// the narrow heights too ([`one_round_built`]): 1 to 64 rows × 4096 × 14336 run 224 tiles
 /// of 64 columns, two rounds; 128 tiles of 112 are one.
 pub const ONE_ROUND_BN: [u32; 2] = [224, 112];

@@ -123,8 +123,8 @@ fn width_rate(bn: u32) -> f64 {
 }
 
 /// Whether the 128-row tiles may take the one-round widths (`ONE_ROUND_BN`: 224 and 112
-/// columns, B K-contiguous only), `SGEMM_BI_ONE_ROUND` read once per device: `on` or `1`;
-/// off otherwise, until a measurement on the GPU says they are faster. They are for the
+/// columns, B K-contiguous only), `SGEMM_BI_ONE_ROUND` read once per device: on unless it
+/// is `off` or `0` (measured faster on an H100 and an H200, docs/perf-notes.md). They are for the
 /// calls whose tiles fill the SMs only just too loosely with the other widths (on 132 SMs:
 /// 256 × 4096 × 14336 in 112 tiles of 256 columns, 128 of 224; 128 × 4096 × 14336 in 112
 /// of 128, 128 of 112; 1 to 64 rows × 4096 × 14336 in two rounds of 224 tiles of 64
@@ -138,8 +138,8 @@ pub(crate) enum OneRound {
 impl OneRound {
     fn from_env() -> Self {
         match std::env::var("SGEMM_BI_ONE_ROUND").as_deref() {
-            Ok("on") | Ok("1") => OneRound::On,
-            _ => OneRound::Off,
+            Ok("off") | Ok("0") => OneRound::Off,
+            _ => OneRound::On,
         }
     }
 }
@@ -1110,10 +1110,10 @@ mod tests {
         }
     }
 
-    /// The one-round widths only when asked, only for a K-contiguous B, and there only where
+    /// The one-round widths only when on, only for a K-contiguous B, and there only where
     /// they put more of the SMs to work in one round: the training shapes keep theirs.
     #[test]
-    fn one_round_widths_fill_the_sms_only_when_asked() {
+    fn one_round_widths_fill_the_sms_only_where_they_fit() {
         let rc = (Layout::RowMajor, Layout::ColMajor);
         let rr = LAYOUTS[0];
         let width = |m, n, layouts, one_round| {
