@@ -19,6 +19,8 @@ have the bits of the dense ``sgemm_bi.matmul`` of those rows (two experts sample
     SGEMM_BI_LIB=$PWD/.gpu/lib/libsgemm_bi.so python3 python/benchmarks/bench_grouped.py
     ... --quick     # two shapes, few samples
     ... --ours-vs-torch   # only F.grouped_mm and ours with device offsets (A/B runs)
+    ... --passes    # dx and dw rows beside fwd and fwd+bwd
+    ... --only 4096:2048   # the shapes of 4096 tokens and hidden 2048 only
 
 Exits 2 without PyTorch or a CUDA GPU.
 """
@@ -102,6 +104,12 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--ours-vs-torch", action="store_true",
                     help="skip the loop of matmul and ours with host offsets")
+    ap.add_argument("--passes", action="store_true",
+                    help="also time the input gradient (dx) and the experts' weight "
+                         "gradient (dw) alone")
+    ap.add_argument("--only", action="append", default=[], metavar="TOKENS:HIDDEN",
+                    help="only the shapes of these tokens and hidden size, e.g. 4096:2048 "
+                         "(repeatable)")
     args = ap.parse_args()
     if IMPORT_ERROR is not None or not torch.cuda.is_available():
         print(f"needs torch and a CUDA GPU ({IMPORT_ERROR or 'no GPU'})", file=sys.stderr)
@@ -110,6 +118,9 @@ def main() -> int:
     gen = torch.Generator().manual_seed(0)
     shapes = [(t, h, f, z) for t in (4096, 16384) for h, f in ((2048, 768), (4096, 1536))
               for z in (False, True)]
+    if args.only:
+        wanted = {tuple(int(v) for v in o.split(":")) for o in args.only}
+        shapes = [s for s in shapes if (s[0], s[1]) in wanted]
     samples = args.samples
     if args.quick:
         shapes, samples = [(4096, 2048, 768, False), (4096, 2048, 768, True)], 5
@@ -145,29 +156,36 @@ def main() -> int:
         wt = w.transpose(-2, -1)
         flops = 2.0 * rows * hidden * width
         bytes_ = 2.0 * (rows * hidden + EXPERTS * hidden * width + rows * width)
-        for pass_, mult in (("fwd", 1), ("fwd+bwd", 3)):
+        passes = [("fwd", 1), ("fwd+bwd", 3)]
+        if args.passes:
+            passes = [("fwd", 1), ("dx", 1), ("dw", 1), ("fwd+bwd", 3)]
+        for pass_, mult in passes:
             floor = max(mult * flops / PEAK_FLOPS, mult * bytes_ / PEAK_BW) * 1e6
 
-            def ours(o: Any) -> Callable[[], Any]:
+            def calls_of(mm: Callable[..., Any], o: Any) -> Callable[[], Any]:
                 def fwd() -> Any:
-                    return sgemm_bi.grouped_mm(x, wt, offs=o)
+                    return mm(x, wt, offs=o)
+
+                def dx() -> Any:
+                    return mm(dy, w, offs=o)
+
+                def dw() -> Any:
+                    return mm(dy.t(), x, offs=o)                      # [E, W, H]
 
                 def both() -> Any:
-                    sgemm_bi.grouped_mm(x, wt, offs=o)
-                    sgemm_bi.grouped_mm(dy, w, offs=o)                 # dx
-                    return sgemm_bi.grouped_mm(dy.t(), x, offs=o)      # dw [E, W, H]
-                return fwd if mult == 1 else both
+                    fwd()
+                    dx()
+                    return dw()
+                return {"fwd": fwd, "dx": dx, "dw": dw, "fwd+bwd": both}[pass_]
 
-            def theirs() -> Any:
-                if mult == 1:
-                    return F.grouped_mm(x, wt, offs=offs)
-                F.grouped_mm(x, wt, offs=offs)
-                F.grouped_mm(dy, w, offs=offs)
-                return F.grouped_mm(dy.t(), x, offs=offs)
+            def ours(o: Any) -> Callable[[], Any]:
+                return calls_of(sgemm_bi.grouped_mm, o)
 
-            t_theirs = timed(theirs, args.calls, samples) if has_torch_grouped else float("nan")
+            theirs = calls_of(F.grouped_mm, offs) if has_torch_grouped else None
+
+            t_theirs = timed(theirs, args.calls, samples) if theirs else float("nan")
             t_loop = t_host = float("nan")
-            if not args.ours_vs_torch:
+            if not args.ours_vs_torch and pass_ in ("fwd", "fwd+bwd"):
                 t_loop = timed(loop_fwd if mult == 1 else (lambda: (loop_fwd(), loop_bwd())),
                                1, max(3, samples // 3))
                 t_host = timed(ours(offs_host), args.calls, samples)

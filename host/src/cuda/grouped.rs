@@ -21,7 +21,7 @@ use super::catalogue::{id, Entries, KernelId};
 use super::hopper::{can_implement, encode_raw, operand_map};
 use super::kernel_abi::gemm_params;
 use super::plan::Unsupported;
-use super::tile_counter::TileCounter;
+use super::tile_counter::{CounterPool, TileCounter};
 use crate::error::{Error, Result};
 use crate::grouped::{GroupSplit, GroupedGemm};
 use crate::types::{DType, GemmPointers, Layout, OutputMode};
@@ -139,6 +139,8 @@ pub(crate) struct GroupedKernels {
     sms: usize,
     clusters: ClusterChoice,
     order: TileOrder,
+    /// Where the dynamic tile order's counters come from.
+    counters: CounterPool,
 }
 
 /// Whether the rows split runs in clusters of two: the planner's choice (none, for now), or
@@ -219,12 +221,13 @@ fn rows_variant(
 }
 
 impl GroupedKernels {
-    pub(crate) fn new(entries: &Arc<Entries>, sms: usize) -> Self {
+    pub(crate) fn new(entries: &Arc<Entries>, sms: usize, ordinal: usize) -> Self {
         GroupedKernels {
             entries: entries.clone(),
             sms: sms.max(1),
             clusters: ClusterChoice::from_env(),
             order: TileOrder::from_env(),
+            counters: CounterPool::new(ordinal),
         }
     }
 
@@ -358,7 +361,7 @@ impl GroupedKernels {
         // Freed on the stream after the launch (at the end of this function).
         let counter = if plan.dynamic {
             // SAFETY: the caller's stream, of the current context.
-            Some(unsafe { TileCounter::new(stream) }?)
+            Some(unsafe { TileCounter::new(&self.counters, stream) }?)
         } else {
             None
         };

@@ -167,7 +167,7 @@ impl Loaded {
             .map(|_| hopper::HopperKernels::new(&entries, sms as usize));
         let grouped = sm90a
             .as_ref()
-            .map(|_| grouped::GroupedKernels::new(&entries, sms as usize));
+            .map(|_| grouped::GroupedKernels::new(&entries, sms as usize, ordinal));
         let grouped_scalar = sm80
             .as_ref()
             .map(|_| grouped_scalar::ScalarGroupedKernels::new(&entries, sms as u32));
