@@ -14,6 +14,14 @@ a few warm-up calls, so that only those two calls' kernels are profiled.
     ... --ncu /path/to/ncu --extra "--section MemoryWorkloadAnalysis"
 
 Shapes are ``MxKxN`` of ``x[M, K] @ W[N, K]^T``. Exits 2 without ncu, PyTorch or a CUDA GPU.
+
+Grouped GEMM (``--grouped``): the same for one Mixture-of-Experts layer of
+``bench_grouped.py`` (128 experts, top-8, bf16): ``F.grouped_mm``'s passes, then
+``sgemm_bi.grouped_mm``'s, one call each, in the order ``--passes`` gives (``fwd`` the
+experts' forward, ``dx`` the input gradient, ``dw`` the experts' weight gradient), with the
+MemoryWorkloadAnalysis section too (the L2 hit rate):
+
+    ... --grouped 4096:2048:768:balanced,16384:4096:1536:zipf --passes fwd,dx,dw
 """
 
 from __future__ import annotations
@@ -38,7 +46,10 @@ METRICS = [
     ("DRAM %", "DRAM Throughput"),
     ("regs", "Registers Per Thread"),
     ("cluster", "Cluster Size"),
+    ("L2 hit %", "L2 Hit Rate"),
 ]
+GROUPED_PASSES = ("fwd", "dx", "dw")
+EXPERTS, TOP_K = 128, 8
 TO_MICROSECONDS = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0,
                    "msecond": 1e3, "ms": 1e3, "second": 1e6, "s": 1e6}
 
@@ -50,6 +61,42 @@ def parse_shape(text: str) -> tuple[int, int, int]:
         raise argparse.ArgumentTypeError(f"shape {text!r} is not MxKxN with positive integers")
     m, k, n = (int(p) for p in parts)
     return m, k, n
+
+
+@dataclass(frozen=True)
+class GroupedShape:
+    """One MoE layer: ``tokens`` routed top-8 over 128 experts of ``hidden → width``."""
+    tokens: int
+    hidden: int
+    width: int
+    zipf: bool
+
+    @property
+    def label(self) -> str:
+        routing = "zipf" if self.zipf else "balanced"
+        return f"{self.tokens}:{self.hidden}:{self.width}:{routing}"
+
+
+def parse_grouped(text: str) -> GroupedShape:
+    """``"4096:2048:768:balanced"`` → a :class:`GroupedShape`; a clear error otherwise."""
+    parts = text.lower().split(":")
+    sizes = parts[:3]
+    if (len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in sizes)
+            or parts[3] not in ("balanced", "zipf")):
+        raise argparse.ArgumentTypeError(
+            f"grouped shape {text!r} is not TOKENS:HIDDEN:WIDTH:balanced|zipf")
+    tokens, hidden, width = (int(p) for p in sizes)
+    return GroupedShape(tokens, hidden, width, parts[3] == "zipf")
+
+
+def parse_passes(text: str) -> list[str]:
+    """``"fwd,dw"`` → ``["fwd", "dw"]``; each of ``GROUPED_PASSES``, in the order given."""
+    passes = [p for p in text.split(",") if p]
+    bad = [p for p in passes if p not in GROUPED_PASSES]
+    if not passes or bad:
+        raise argparse.ArgumentTypeError(
+            f"passes {text!r}: a comma-separated list of {', '.join(GROUPED_PASSES)}")
+    return passes
 
 
 @dataclass
@@ -91,10 +138,11 @@ def parse_ncu_csv(text: str) -> list[Kernel]:
     return list(kernels.values())
 
 
-def table(shape: tuple[int, int, int], dtype: str, kernels: list[Kernel]) -> str:
-    m, k, n = shape
+def table(shape: tuple[int, int, int] | str, dtype: str, kernels: list[Kernel]) -> str:
+    """One markdown table of ``kernels`` under a heading: the ``MxKxN`` shape, or a title."""
+    title = shape if isinstance(shape, str) else " × ".join(map(str, shape))
     head = ["who", "kernel", "grid", "block"] + [t for t, _ in METRICS]
-    rows = [f"### {m} × {k} × {n} {dtype}", "", "| " + " | ".join(head) + " |",
+    rows = [f"### {title} {dtype}", "", "| " + " | ".join(head) + " |",
             "|" + "---|" * 4 + "---:|" * len(METRICS)]
     for kern in kernels:
         cells = [kern.who, f"`{kern.name}`", kern.grid, kern.block]
@@ -128,6 +176,60 @@ def child(shape: tuple[int, int, int], dtype: str) -> None:
     torch.cuda.nvtx.range_pop()
 
 
+def grouped_child(shape: GroupedShape, passes: list[str]) -> None:
+    """Under ncu: one MoE layer's tensors (as ``bench_grouped.py`` makes them), a warm-up,
+    then torch's passes and ours, one call each, inside the NVTX range."""
+    sys.path.insert(0, str(HERE.parent))
+    import torch
+    import torch.nn.functional as F
+    import sgemm_bi
+
+    gen = torch.Generator().manual_seed(0)
+    rows = shape.tokens * TOP_K
+    weights = (1.0 / torch.arange(1, EXPERTS + 1, dtype=torch.float64) if shape.zipf
+               else torch.ones(EXPERTS, dtype=torch.float64))
+    picks = torch.multinomial(weights, rows, replacement=True, generator=gen)
+    offs = torch.bincount(picks, minlength=EXPERTS).cumsum(0).to(torch.int32).cuda()
+    x = torch.randn(rows, shape.hidden, generator=gen).to("cuda", torch.bfloat16)
+    w = (torch.randn(EXPERTS, shape.width, shape.hidden, generator=gen) * 0.02).to(
+        "cuda", torch.bfloat16)
+    dy = torch.randn(rows, shape.width, generator=gen).to("cuda", torch.bfloat16)
+    operands = {"fwd": (x, w.transpose(-2, -1)), "dx": (dy, w), "dw": (dy.t(), x)}
+
+    def run(mm) -> None:
+        for p in passes:
+            a, b = operands[p]
+            mm(a, b, offs=offs)
+
+    for _ in range(3):
+        run(F.grouped_mm)
+        run(sgemm_bi.grouped_mm)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(RANGE)
+    run(F.grouped_mm)
+    run(sgemm_bi.grouped_mm)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+
+
+def profile(ncu: str, cache: str, extra: list[str], child_args: list[str],
+            timeout: float) -> tuple[list[Kernel], str]:
+    """Runs this script's child under ncu: its kernels, and ncu's last lines when it failed
+    or profiled nothing (else "")."""
+    cmd = [ncu, "--clock-control", "none",
+           "--cache-control", "all" if cache == "cold" else "none",
+           "--section", "SpeedOfLight", "--section", "LaunchStats",
+           "--nvtx", "--nvtx-include", f"{RANGE}/", "--csv", "--page", "details",
+           *extra, sys.executable, str(Path(__file__).resolve()), *child_args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    kernels = parse_ncu_csv(out.stdout)
+    failed = ""
+    if out.returncode != 0 or not kernels:
+        failed = f"ncu exited {out.returncode}; its last lines:\n" + "\n".join(
+            (out.stdout + out.stderr).splitlines()[-15:])
+    return kernels, failed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default=DEFAULT_SHAPES,
@@ -138,12 +240,25 @@ def main() -> None:
     ap.add_argument("--ncu", default=os.environ.get("NCU", "ncu"), help="the ncu executable")
     ap.add_argument("--extra", default="", help="more ncu arguments, space-separated")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per shape")
+    ap.add_argument("--grouped", default="",
+                    help="comma-separated TOKENS:HIDDEN:WIDTH:balanced|zipf MoE layers "
+                         "(instead of --shapes)")
+    ap.add_argument("--passes", type=parse_passes, default=list(GROUPED_PASSES),
+                    help="with --grouped: the passes, in order (default fwd,dx,dw)")
     ap.add_argument("--child", type=parse_shape, help=argparse.SUPPRESS)
+    ap.add_argument("--grouped-child", type=parse_grouped, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child, args.dtype)
         return
-    shapes = [parse_shape(s) for s in args.shapes.split(",") if s]
+    if args.grouped_child:
+        grouped_child(args.grouped_child, args.passes)
+        return
+    try:
+        shapes = [parse_shape(s) for s in args.shapes.split(",") if s]
+        grouped = [parse_grouped(s) for s in args.grouped.split(",") if s]
+    except argparse.ArgumentTypeError as e:
+        ap.error(str(e))
     if shutil.which(args.ncu) is None:
         print(f"profile_kernels: {args.ncu} not found (set --ncu or NCU)", file=sys.stderr)
         sys.exit(2)
@@ -155,25 +270,27 @@ def main() -> None:
     if not torch.cuda.is_available():
         print("profile_kernels: no CUDA GPU", file=sys.stderr)
         sys.exit(2)
-    for shape in shapes:
-        label = "x".join(map(str, shape))
-        cmd = [args.ncu, "--clock-control", "none",
-               "--cache-control", "all" if args.cache == "cold" else "none",
-               "--section", "SpeedOfLight", "--section", "LaunchStats",
-               "--nvtx", "--nvtx-include", f"{RANGE}/", "--csv", "--page", "details",
-               *args.extra.split(),
-               sys.executable, str(Path(__file__).resolve()), "--child", label,
-               "--dtype", args.dtype]
+    runs: list[tuple[str, list[str], list[str]]]
+    if grouped:
+        passes = ",".join(args.passes)
+        runs = [(f"grouped {g.label}, passes {passes}",
+                 ["--section", "MemoryWorkloadAnalysis"],
+                 ["--grouped-child", g.label, "--passes", passes]) for g in grouped]
+        dtype = "bf16"
+    else:
+        runs = [(" × ".join(map(str, s)), [],
+                 ["--child", "x".join(map(str, s)), "--dtype", args.dtype]) for s in shapes]
+        dtype = args.dtype
+    for title, sections, child_args in runs:
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            kernels, failed = profile(args.ncu, args.cache, sections + args.extra.split(),
+                                      child_args, args.timeout)
         except subprocess.TimeoutExpired:
-            print(f"### {label}: ncu ran past {args.timeout:.0f} s\n")
+            print(f"### {title}: ncu ran past {args.timeout:.0f} s\n")
             continue
-        kernels = parse_ncu_csv(out.stdout)
-        if out.returncode != 0 or not kernels:
-            print(f"ncu exited {out.returncode}; its last lines:", file=sys.stderr)
-            print("\n".join((out.stdout + out.stderr).splitlines()[-15:]), file=sys.stderr)
-        print(table(shape, args.dtype, kernels))
+        if failed:
+            print(failed, file=sys.stderr)
+        print(table(title, dtype, kernels))
         print()
 
 

@@ -1,5 +1,6 @@
 """The benchmark tools' own logic, without a GPU: `profile_kernels.py` reads Nsight Compute's
-CSV page into one row per kernel, whoever launched it, and rejects malformed shapes."""
+CSV page into one row per kernel, whoever launched it, and rejects malformed shapes, grouped
+layers and passes."""
 
 from __future__ import annotations
 
@@ -70,3 +71,32 @@ def test_malformed_shapes_are_rejected(bad):
     assert pk.parse_shape("64X4096x14336") == (64, 4096, 14336)
     with pytest.raises(argparse.ArgumentTypeError):
         pk.parse_shape(bad)
+
+
+def test_grouped_layers_and_passes_parse_or_are_rejected():
+    pk = load("profile_kernels")
+    g = pk.parse_grouped("16384:4096:1536:Zipf")
+    assert (g.tokens, g.hidden, g.width, g.zipf) == (16384, 4096, 1536, True)
+    assert g.label == "16384:4096:1536:zipf"
+    assert pk.parse_grouped(g.label) == g, "a label parses back to its layer"
+    assert not pk.parse_grouped("4096:2048:768:balanced").zipf
+    for bad in ["4096:2048:768", "4096:2048:0:zipf", "4096:2048:768:skewed", "a:b:c:zipf"]:
+        with pytest.raises(argparse.ArgumentTypeError):
+            pk.parse_grouped(bad)
+    assert pk.parse_passes("dw,fwd") == ["dw", "fwd"], "in the order given"
+    for bad in ["", "fwd,bwd", ","]:
+        with pytest.raises(argparse.ArgumentTypeError):
+            pk.parse_passes(bad)
+
+
+def test_a_titled_table_keeps_its_title_and_the_l2_column():
+    pk = load("profile_kernels")
+    kernels = pk.parse_ncu_csv("\n".join([
+        HEADER,
+        row("0", "sgemm_bi_hopper_grouped_bf16_c_n256_dyn", "(384, 1, 1)", "(132, 1, 1)",
+            "L2 Hit Rate", "%", "56.21"),
+    ]))
+    text = pk.table("grouped 4096:2048:768:balanced, passes fwd", "bf16", kernels)
+    assert text.startswith("### grouped 4096:2048:768:balanced, passes fwd bf16")
+    assert "| L2 hit % |" in text
+    assert text.rstrip().endswith("| – | – | – | – | – | 56.21 |")
