@@ -8,9 +8,10 @@ weight 1/(i+1)). Each shape is timed for the experts' forward (``[T·8, H] × [E
 and for forward + backward (the input gradient and the experts' weight gradient).
 
 Ours runs with the offsets on the GPU (what a model passes) and, as its own row, on the
-host. Each sample is a plain loop of ``--calls`` calls between two CUDA events (ours with
-device offsets waits for the stream once per call, so it cannot be graph-captured); a row
-is the median per-call GPU time over ``--samples`` samples, back to back on warm buffers.
+host. Each sample is a plain loop of ``--calls`` calls between two CUDA events, not a graph
+replay, so a call's host cost counts where it exceeds its GPU time (with host offsets ours
+launches one kernel per group); a row is the median per-call GPU time over ``--samples``
+samples, back to back on warm buffers.
 Floors: FLOPs over 989e12 (H200 dense bf16) and bytes of A + B + C over 4.8e12 B/s.
 
 Before timing, each shape checks that ours repeats its bits and that every expert's rows
