@@ -1,7 +1,8 @@
-//! The one-round widths (on unless `SGEMM_BI_ONE_ROUND=off`): 224 columns for the 128-row tiles, alone
-//! and in clusters of two along M, and 112 columns for every tile height, B K-contiguous. Neither is a whole
-//! number of the copy engine's 16-bit pieces (64 columns), so each part's last columns go
-//! from registers (`epilogue::store_rest`). Every output must still be the CPU model's bits
+//! The one-round widths (on unless `SGEMM_BI_ONE_ROUND=off`): 224 columns for the 128-row
+//! tiles, alone and in clusters of two along M, and 112 columns for every tile height, B
+//! K-contiguous. Neither is a whole number of the copy engine's 16-bit pieces (64 columns),
+//! so each part's last columns go from registers (`epilogue::store_rest`). Every output
+//! must still be the CPU model's bits
 //! in every output mode, with and without a bias, with a partial last tile of columns
 //! (whose register-stored columns run past N), a partial last tile row and an odd number of
 //! tile rows in clusters of two. A test binary of its own, because the engine reads the
@@ -19,8 +20,8 @@ use gpu_support::{gpu_engine, tensor_core_call, Problem, RawStream, Rng};
 use sgemm_bi::{DType, Device, Engine, Layout, OutputMode};
 
 fn one_round_gpu_engine() -> Option<Engine> {
-    // This binary's only test sets it before any engine exists, so no other thread reads
-    // the environment meanwhile.
+    // On by default; set in case the environment turns them off. This binary's only test
+    // sets it before any engine exists, so no other thread reads the environment meanwhile.
     std::env::set_var("SGEMM_BI_ONE_ROUND", "on");
     gpu_engine()
 }

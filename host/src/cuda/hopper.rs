@@ -124,8 +124,8 @@ fn width_rate(bn: u32) -> f64 {
 
 /// Whether the 128-row tiles may take the one-round widths (`ONE_ROUND_BN`: 224 and 112
 /// columns, B K-contiguous only), `SGEMM_BI_ONE_ROUND` read once per device: on unless it
-/// is `off` or `0` (measured faster on an H100 and an H200, docs/perf-notes.md). They are for the
-/// calls whose tiles fill the SMs only just too loosely with the other widths (on 132 SMs:
+/// is `off` or `0` (measured faster on an H100, docs/perf-notes.md). They are for the calls
+/// whose tiles fill the SMs only just too loosely with the other widths (on 132 SMs:
 /// 256 × 4096 × 14336 in 112 tiles of 256 columns, 128 of 224; 128 × 4096 × 14336 in 112
 /// of 128, 128 of 112; 1 to 64 rows × 4096 × 14336 in two rounds of 224 tiles of 64
 /// columns, one of 128 of 112). Like every width, they never change a bit.
