@@ -2,11 +2,10 @@
 //! tiles, alone and in clusters of two along M, and 112 columns for every tile height, B
 //! K-contiguous. Neither is a whole number of the copy engine's 16-bit pieces (64 columns),
 //! so each part's last columns go from registers (`epilogue::store_rest`). Every output
-//! must still be the CPU model's bits
-//! in every output mode, with and without a bias, with a partial last tile of columns
-//! (whose register-stored columns run past N), a partial last tile row and an odd number of
-//! tile rows in clusters of two. A test binary of its own, because the engine reads the
-//! variable once per device and process.
+//! must still be the CPU model's bits in every output mode, with and without a bias, with a
+//! partial last tile of columns (whose register-stored columns run past N), a partial last
+//! tile row and an odd number of tile rows in clusters of two. A test binary of its own,
+//! because the engine reads the variable once per device and process.
 //!
 //! On a GPU of 132 SMs (H100 SXM, H200) the planner sends these shapes to those widths
 //! (`host/src/cuda/hopper.rs`, `one_round_widths_fill_the_sms_only_where_they_fit`, pins the

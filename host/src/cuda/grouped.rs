@@ -416,9 +416,9 @@ impl GroupedKernels {
 mod tests {
     use super::*;
 
-    /// The dynamic order only when asked (or, by default, for long K), only for 256-column tiles without clusters, with
-    /// K > 0 and a counter that cannot pass 32 bits; each variant's entry is the one built for
-    /// it.
+    /// The dynamic order only when asked (or, by default, for long K), only for 256-column
+    /// tiles without clusters, with K > 0 and a counter that cannot pass 32 bits; each
+    /// variant's entry is the one built for it.
     #[test]
     fn the_dynamic_tile_order_runs_only_where_it_is_built_and_asked_for() {
         let variant =
