@@ -18,6 +18,7 @@ mod modules;
 mod offsets;
 mod plan;
 mod pointers;
+mod relaxed_capture;
 mod scalar;
 mod tensor;
 mod tile_counter;

@@ -19,6 +19,7 @@ use cudarc::driver::{result, sys, CudaContext};
 
 use super::driver_error;
 use super::images::{AlignedBytes, Cubin, ModuleImages};
+use super::relaxed_capture::RelaxedCapture;
 use crate::error::{Error, Result};
 
 /// A value computed on first use and kept: the kernel tables' function handles.
@@ -60,36 +61,6 @@ impl<T> Lazy<T> {
     /// The value, if it has been computed, leaving none.
     pub(crate) fn take(&mut self) -> Option<T> {
         self.0.take()
-    }
-}
-
-/// This thread's stream-capture interaction mode set to relaxed for the guard's lifetime
-/// (`cuThreadExchangeStreamCaptureMode`), and the previous mode restored on drop: the
-/// driver then lets this thread make calls that are not stream work, such as loading a
-/// module, while any stream is capturing (what torch does around its own lazy setup).
-struct RelaxedCapture {
-    previous: Option<sys::CUstreamCaptureMode>,
-}
-
-impl RelaxedCapture {
-    fn new() -> Self {
-        let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-        // SAFETY: `mode` is a valid, writable CUstreamCaptureMode; the call only swaps this
-        // thread's mode with it. Failure (no driver) leaves the mode as it was.
-        let ok = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }
-            == sys::CUresult::CUDA_SUCCESS;
-        RelaxedCapture {
-            previous: ok.then_some(mode),
-        }
-    }
-}
-
-impl Drop for RelaxedCapture {
-    fn drop(&mut self) {
-        if let Some(mut mode) = self.previous {
-            // SAFETY: as in `new`; this puts back the mode `new` took out.
-            unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
-        }
     }
 }
 

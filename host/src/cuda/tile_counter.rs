@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 use cudarc::driver::sys;
 
 use super::driver_error;
+use super::relaxed_capture::RelaxedCapture;
 use crate::error::Result;
 
 /// A zeroed `u32` in device memory for the work enqueued on `stream` after it; freed on the
@@ -104,6 +105,10 @@ impl CounterPool {
     fn get(&self) -> Option<sys::CUmemoryPool> {
         self.pool
             .get_or_init(|| {
+                // A call's first counter may come while a stream captures a graph, where
+                // the default capture mode refuses `cuMemPoolCreate` and the refusal
+                // invalidates the capture: the pool is made outside of it, not recorded.
+                let _relaxed = RelaxedCapture::new();
                 // SAFETY: plain-data struct; zero is "no handle types, no limit".
                 let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
                 props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
