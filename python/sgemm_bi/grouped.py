@@ -161,9 +161,64 @@ def check_grouped(a: Any, b: Any, offs: Any, bias: Any, tier: Any,
     return split, shape, dtype
 
 
+class _GroupedPlan:
+    """A checked grouped call's descriptor and launch arguments, for its key's next calls."""
+
+    __slots__ = ("desc", "desc_addr", "handle", "split", "location", "shape", "dtype",
+                 "cuda_index")
+
+    def __init__(self, desc: GemmDesc, handle: Any, split: GroupSplit,
+                 location: OffsetsLocation, shape: list[int], dtype: torch.dtype,
+                 cuda_index: Optional[int]) -> None:
+        self.desc = desc  # kept alive: the engine reads it through desc_addr
+        self.desc_addr = ctypes.addressof(desc)
+        self.handle, self.split, self.location = handle, int(split), int(location)
+        self.shape, self.dtype, self.cuda_index = shape, dtype, cuda_index
+
+
+# A call's checks, layouts, tier and descriptor depend only on its arguments' shapes,
+# strides, dtypes and devices, the tier and out_dtype: the first call of a key takes the full
+# way, and where it read every tensor in place (no copy) the key keeps its plan, so the next
+# calls allocate the result and call the engine (~20 µs less a call; docs/perf-notes.md).
+_plans: dict[tuple[Any, ...], _GroupedPlan] = {}
+_plan.register_cache(_plans)
+_PLAIN = (Tensor, torch.nn.Parameter)
+
+
+def _key(a: Any, b: Any, offs: Any, bias: Any, tier: Any, out_dtype: Any) -> Optional[tuple[Any, ...]]:
+    if type(a) not in _PLAIN or type(b) not in _PLAIN or type(offs) not in _PLAIN or (
+            bias is not None and type(bias) not in _PLAIN):
+        return None
+    key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device,
+           offs.shape, offs.stride(), offs.dtype, offs.device, tier, out_dtype)
+    if bias is None:
+        return key
+    return key + (bias.shape, bias.stride(), bias.dtype, bias.device)
+
+
+def _launch(plan: _GroupedPlan, a: Tensor, b: Tensor, offs: Tensor,
+            bias: Optional[Tensor]) -> Tensor:
+    out = torch.empty(plan.shape, dtype=plan.dtype, device=a.device)
+    stream = None if plan.cuda_index is None else _plan._raw_stream(plan.cuda_index)
+    status = (_grouped_fn or _bind())(
+        plan.handle, plan.desc_addr, plan.split, offs.data_ptr() or None, plan.location,
+        a.data_ptr() or None, b.data_ptr() or None,
+        None if bias is None else bias.data_ptr(), out.data_ptr() or None, stream)
+    if status:
+        check(status)
+    return out
+
+
 def _run(a: Tensor, b: Tensor, offs: Optional[Tensor], bias: Optional[Tensor], tier: str,
          out_dtype: Optional[torch.dtype]) -> Tensor:
-    """The grouped call through the engine, no autograd: checks, allocates, launches."""
+    """The grouped call through the engine, no autograd: checks, allocates, launches (the
+    checks and the descriptor from the key's plan after its first call)."""
+    key = _key(a, b, offs, bias, tier, out_dtype)
+    if key is not None:
+        plan = _plans.get(key)
+        if plan is not None:
+            assert offs is not None
+            return _launch(plan, a, b, offs, bias)
     split, shape, dtype = check_grouped(a, b, offs, bias, tier, out_dtype)
     if split is None:
         return _plan.run(a, b, bias, tier, out_dtype)
@@ -171,6 +226,7 @@ def _run(a: Tensor, b: Tensor, offs: Optional[Tensor], bias: Optional[Tensor], t
     dt = TORCH_DTYPES[a.dtype]
     a_prep, a_op = _plan._operand(a, dt)
     b_prep, b_op = _plan._operand(b, dt)
+    in_place = a_prep == b_prep == _plan.AS_IS
     a, b = _plan._prepare(a, a_prep), _plan._prepare(b, b_prep)
     groups = offs.shape[0]
     if split == GroupSplit.ROWS:
@@ -180,7 +236,9 @@ def _run(a: Tensor, b: Tensor, offs: Optional[Tensor], bias: Optional[Tensor], t
     else:
         m, k, n = a.shape[1], a.shape[2], b.shape[1]
     if bias is not None:
+        in_place = in_place and bias.is_contiguous()
         bias = bias.contiguous()
+    in_place = in_place and offs.is_contiguous()
     offs = offs.contiguous()
     device = a.device
     desc = GemmDesc(
@@ -201,18 +259,17 @@ def _run(a: Tensor, b: Tensor, offs: Optional[Tensor], bias: Optional[Tensor], t
             batch_stride=m * n if split == GroupSplit.REDUCTION else 0,
         ),
     )
-    out = torch.empty(shape, dtype=dtype, device=device)
     location = OffsetsLocation.DEVICE if offs.device.type == "cuda" else OffsetsLocation.HOST
-    stream = None
+    cuda_index = None
     if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        stream = _plan._raw_stream(index)
-    fn = _grouped_fn or _bind()
-    status = fn(engine_for(device).handle, ctypes.addressof(desc), int(split),
-                offs.data_ptr() or None, int(location), a.data_ptr() or None,
-                b.data_ptr() or None, None if bias is None else bias.data_ptr(),
-                out.data_ptr() or None, stream)
-    check(status)
+        cuda_index = device.index if device.index is not None else torch.cuda.current_device()
+    plan = _GroupedPlan(desc, engine_for(device).handle, split, location, shape, dtype,
+                        cuda_index)
+    out = _launch(plan, a, b, offs, bias)
+    if key is not None and in_place:
+        if len(_plans) >= _plan.MAX_PLANS:
+            _plans.clear()
+        _plans[key] = plan
     return out
 
 
@@ -220,6 +277,23 @@ def _op(a: Tensor, b: Tensor, offs: Optional[Tensor], bias: Optional[Tensor], ti
         out_dtype: Optional[torch.dtype]) -> Tensor:
     """``grouped_mm`` through the engine (see :mod:`sgemm_bi.grouped`)."""
     return _run(a, b, offs, bias, tier, out_dtype)
+
+
+_is_compiling = torch.compiler.is_compiling
+
+
+def _grouped(a: Any, b: Any, offs: Any, bias: Any, tier: Any, out_dtype: Any) -> Tensor:
+    """The differentiable grouped call. Eager calls on plain tensors skip the custom op's
+    dispatch (~15 µs a call): straight to :func:`_run` when no gradient is needed, else to
+    :class:`_GroupedFn` (the op's autograd formula as an autograd function). Traced calls
+    and tensor subclasses take the custom op."""
+    if type(a) in _PLAIN and type(b) in _PLAIN and not a.is_meta and not _is_compiling():
+        if not ((a.requires_grad or b.requires_grad or (
+                bias is not None and bias.requires_grad)) and torch.is_grad_enabled()):
+            return _run(a, b, offs, bias, tier, out_dtype)
+        return _GroupedFn.apply(a, b, offs, bias, tier, out_dtype)  # type: ignore[no-any-return]
+    check_grouped(a, b, offs, bias, tier, out_dtype)
+    return grouped_mm_op(a, b, offs, bias, tier, out_dtype)  # type: ignore[no-any-return]
 
 
 grouped_mm_op = torch.library.custom_op("sgemm_bi::grouped_mm", _op, mutates_args=())
@@ -242,17 +316,33 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
 def _backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], ...]:
     """``d mat_a = grouped_mm(grad, mat_bᵀ)``, ``d mat_b = grouped_mm(mat_aᵀ, grad)`` (the
     same offsets: each form's transposes are another form), the bias's gradient the sum of
-    each group's rows (or of each column) on the scalar tier."""
+    each group's rows (or of each column) on the scalar tier. Differentiable (double
+    backward)."""
     a, b, offs = ctx.saved_tensors
     g = grad if grad.dtype == ctx.in_dtype else grad.to(ctx.in_dtype)
     da = db = dbias = None
     if ctx.needs_input_grad[0]:
-        da = grouped_mm_op(g, b.transpose(-2, -1), offs, None, ctx.tier, None)
+        da = _grouped(g, b.transpose(-2, -1), offs, None, ctx.tier, None)
     if ctx.needs_input_grad[1]:
-        db = grouped_mm_op(a.transpose(-2, -1), g, offs, None, ctx.tier, None)
+        db = _grouped(a.transpose(-2, -1), g, offs, None, ctx.tier, None)
     if ctx.bias_dtype is not None and ctx.needs_input_grad[3]:
         dbias = _bias_grad(grad, offs, a, b, ctx.bias_dtype)
     return da, db, None, dbias, None, None
+
+
+class _GroupedFn(torch.autograd.Function):
+    """The custom op's autograd formula for eager calls (no dispatcher in the way)."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, b: Tensor, offs: Optional[Tensor],  # type: ignore[override]
+                bias: Optional[Tensor], tier: str, out_dtype: Optional[torch.dtype]) -> Tensor:
+        out = _run(a, b, offs, bias, tier, out_dtype)
+        _setup_context(ctx, (a, b, offs, bias, tier, out_dtype), out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], ...]:  # type: ignore[override]
+        return _backward(ctx, grad)
 
 
 def _bias_grad(grad: Tensor, offs: Optional[Tensor], a: Tensor, b: Tensor,
@@ -263,7 +353,7 @@ def _bias_grad(grad: Tensor, offs: Optional[Tensor], a: Tensor, b: Tensor,
     if a.dim() == 2 and b.dim() == 3:
         assert offs is not None
         ones = torch.ones((1, grad.shape[0]), dtype=grad.dtype, device=grad.device)
-        sums = grouped_mm_op(ones, grad, offs, None, "scalar", dtype)  # [G, 1, N]
+        sums = _grouped(ones, grad, offs, None, "scalar", dtype)  # [G, 1, N]
         return sums.reshape(sums.shape[0], sums.shape[2])
     from .autograd import bias_grad
 
@@ -278,5 +368,4 @@ def grouped_mm(mat_a: Tensor, mat_b: Tensor, *, offs: Optional[Tensor] = None,
                tier: str = "auto") -> Tensor:
     """``torch.nn.functional.grouped_mm`` through the engine, with the dense calls' bits for
     every group (see :mod:`sgemm_bi.grouped`); differentiable."""
-    check_grouped(mat_a, mat_b, offs, bias, tier, out_dtype)
-    return grouped_mm_op(mat_a, mat_b, offs, bias, tier, out_dtype)
+    return _grouped(mat_a, mat_b, offs, bias, tier, out_dtype)

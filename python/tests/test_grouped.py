@@ -187,6 +187,61 @@ def test_the_cpu_has_no_device_errors(gen) -> None:
     assert "check_device_errors" in sgemm_bi.__all__
 
 
+def test_repeated_calls_keep_the_first_calls_bits_and_checks(gen) -> None:
+    """A key's later calls skip the checks and the descriptor (its plan): they must give the
+    first call's bits, follow new data in the same tensors' shapes, and still raise for bad
+    offsets (checked by the engine, not the plan); transposed or strided operands (copied
+    before the call) give the bits of their contiguous copies."""
+    from sgemm_bi import grouped
+
+    grouped._plans.clear()
+    x, w = rand(gen, 20, 8, dtype=torch.float32), rand(gen, 3, 8, 6, dtype=torch.float32)
+    offs = torch.tensor([4, 4, 17], dtype=torch.int32)
+    first = sgemm_bi.grouped_mm(x, w, offs=offs, tier="scalar")
+    assert len(grouped._plans) == 1
+    same_bits(sgemm_bi.grouped_mm(x, w, offs=offs, tier="scalar"), first, "second call")
+    x2 = rand(gen, 20, 8, dtype=torch.float32)
+    again = sgemm_bi.grouped_mm(x2, w, offs=torch.tensor([1, 9, 20], dtype=torch.int32),
+                                tier="scalar")
+    grouped._plans.clear()
+    same_bits(again, sgemm_bi.grouped_mm(x2, w, offs=torch.tensor([1, 9, 20], dtype=torch.int32),
+                                         tier="scalar"), "new data, full way")
+    sgemm_bi.grouped_mm(x, w, offs=offs, tier="scalar")
+    with pytest.raises(BadOffsetsError, match="group 1"):
+        sgemm_bi.grouped_mm(x, w, offs=torch.tensor([5, 2, 10], dtype=torch.int32),
+                            tier="scalar")
+    w_strided = rand(gen, 3, 6, 8, dtype=torch.float32).transpose(1, 2)[:, :, :6]
+    x_strided = rand(gen, 20, 16, dtype=torch.float32)[:, ::2]
+    for _ in range(2):  # the full way each time (copies are not cached)
+        same_bits(sgemm_bi.grouped_mm(x_strided, w_strided, offs=offs, tier="scalar"),
+                  sgemm_bi.grouped_mm(x_strided.contiguous(), w_strided.contiguous(),
+                                      offs=offs, tier="scalar"), "strided operands")
+
+
+def test_eager_calls_and_the_custom_op_agree_to_the_bit(gen) -> None:
+    """Eager calls skip the op's dispatch (an autograd function when a gradient is needed):
+    forward, first and second derivatives must be the op's bits."""
+    from sgemm_bi.grouped import grouped_mm_op
+
+    offs = torch.tensor([3, 3, 10], dtype=torch.int32)
+    x = rand(gen, 12, 8, dtype=torch.float32)
+    w = rand(gen, 3, 8, 4, dtype=torch.float32)
+    bias = rand(gen, 3, 4, dtype=torch.float32)
+    dy = rand(gen, 12, 4, dtype=torch.float32)
+    results = []
+    for call in (lambda *a: sgemm_bi.grouped_mm(*a[:2], offs=a[2], bias=a[3], tier="scalar"),
+                 lambda *a: grouped_mm_op(*a, "scalar", None)):
+        xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, bias))
+        out = call(xs, ws, offs, bs)
+        gx, gw = torch.autograd.grad(out, (xs, ws), dy, create_graph=True)
+        (gx.square().sum() + gw.square().sum()).backward()
+        # dx and dw do not depend on the bias: no second derivative reaches it.
+        assert bs.grad is None
+        results.append((out, gx, gw, xs.grad, ws.grad))
+    for name, got, want in zip(("out", "dx", "dw", "ddx", "ddw"), *results):
+        same_bits(got.detach(), want.detach(), name)
+
+
 def test_the_custom_op_passes_opcheck(gen) -> None:
     from sgemm_bi.grouped import grouped_mm_op
 
