@@ -11,7 +11,8 @@ Ours runs with the offsets on the GPU (what a model passes) and, as its own row,
 host. Each sample is a plain loop of ``--calls`` calls between two CUDA events, not a graph
 replay, so a call's host cost counts where it exceeds its GPU time (with host offsets ours
 launches one kernel per group); a row is the median per-call GPU time over ``--samples``
-samples, back to back on warm buffers.
+samples, back to back on warm buffers, the candidates' samples interleaved (A B, B A, ...)
+so that the GPU's clocks drifting over a run favour none of them.
 Floors: FLOPs over 989e12 (H200 dense bf16) and bytes of A + B + C over 4.8e12 B/s.
 
 Before timing, each shape checks that ours repeats its bits and that every expert's rows
@@ -83,6 +84,39 @@ def timed(fn: Callable[[], Any], calls: int, samples: int) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e3 / calls)
     return statistics.median(times)
+
+
+def timed_together(fns: dict[str, Optional[Callable[[], Any]]], calls: int,
+                   samples: int) -> dict[str, float]:
+    """:func:`timed` for several candidates, their samples interleaved (A B, then B A, ...):
+    a drift of the clocks or the temperature over the run falls on all of them alike, not
+    on whichever runs last. NaN for a candidate that is None or raises."""
+    live: dict[str, Callable[[], Any]] = {}
+    for name, fn in fns.items():
+        if fn is None:
+            continue
+        try:
+            for _ in range(3):
+                fn()
+            live[name] = fn
+        except (RuntimeError, NotImplementedError) as e:
+            print(f"skipped {name}: {e}", file=sys.stderr)
+    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {name: [] for name in live}
+    names = list(live)
+    for i in range(samples):
+        for name in (names if i % 2 == 0 else names[::-1]):
+            fn = live[name]
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end) * 1e3 / calls)
+    return {name: statistics.median(times[name]) if name in times else float("nan")
+            for name in fns}
 
 
 def check(x: Any, w: Any, offs: Any) -> None:
@@ -184,13 +218,15 @@ def main() -> int:
 
             theirs = calls_of(F.grouped_mm, offs) if has_torch_grouped else None
 
-            t_theirs = timed(theirs, args.calls, samples) if theirs else float("nan")
-            t_loop = t_host = float("nan")
-            if not args.ours_vs_torch and pass_ in ("fwd", "fwd+bwd"):
+            with_host = not args.ours_vs_torch and pass_ in ("fwd", "fwd+bwd")
+            t = timed_together({"theirs": theirs, "dev": ours(offs),
+                                "host": ours(offs_host) if with_host else None},
+                               args.calls, samples)
+            t_theirs, t_dev, t_host = t["theirs"], t["dev"], t["host"]
+            t_loop = float("nan")
+            if with_host:
                 t_loop = timed(loop_fwd if mult == 1 else (lambda: (loop_fwd(), loop_bwd())),
                                1, max(3, samples // 3))
-                t_host = timed(ours(offs_host), args.calls, samples)
-            t_dev = timed(ours(offs), args.calls, samples)
             print(f"| {tokens} | {hidden} × {width} | {'zipf' if zipf else 'balanced'} | "
                   f"{pass_} | {floor:.0f} | {t_theirs:.0f} | {t_loop:.0f} | {t_dev:.0f} | "
                   f"{t_host:.0f} | {t_theirs / t_dev:.2f} |", flush=True)
