@@ -24,7 +24,8 @@ columns) past ``offs[-1]`` belong to no group and come out as +0.0.
 2-D × 3-D; ``[T]`` for 3-D × 2-D; ``[N]`` for 3-D × 3-D; f32 or the inputs' dtype.
 
 Differentiable (the custom op ``torch.ops.sgemm_bi.grouped_mm``, with a fake kernel for
-``torch.compile``): in every form ``d mat_a = grouped_mm(grad, mat_bᵀ)`` and
+``torch.compile``; eager calls on plain tensors skip its dispatch and run the same formula as
+an autograd function): in every form ``d mat_a = grouped_mm(grad, mat_bᵀ)`` and
 ``d mat_b = grouped_mm(mat_aᵀ, grad)`` with the same ``offs``, so the gradients are grouped
 calls of the engine too (and double backward works); a bias gradient is the fixed-order sum
 of its group's rows on the scalar tier.
