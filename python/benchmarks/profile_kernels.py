@@ -29,7 +29,9 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -138,6 +140,45 @@ def parse_ncu_csv(text: str) -> list[Kernel]:
     return list(kernels.values())
 
 
+def short_name(name: str) -> str:
+    """A kernel's name as a table cell: CUTLASS's demangled names run to thousands of
+    characters, so templates are cut to their outermost level and the parameter list
+    dropped, with the CTA tile and the cluster shape (``cute::tuple`` of three ``cute::C``
+    sizes; a cluster has at most 16 blocks) and the kernel schedule
+    (``Kernel…WarpSpecialized…``) kept after it. Plain names pass as they are."""
+    if "<" not in name and "(" not in name:
+        return name
+    text = name.removeprefix("void ")
+    out, depth = [], 0
+    for ch in text:
+        if ch == "(" and depth == 0:
+            break
+        if ch == "<":
+            depth += 1
+            if depth == 1:
+                out.append("<…>")
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    notes = []
+    # Triples of sizes: a cluster's shape (at most 16 blocks) or the CTA tile.
+    triples = re.findall(r"cute::tuple<cute::C<(\d+)>, cute::C<(\d+)>, cute::C<(\d+)>>",
+                         name)
+    sizes = [(t, math.prod(int(v) for v in t)) for t in triples]
+    tile = next((t for t, n in sizes if n > 16), None)
+    cluster = next((t for t, n in sizes if n <= 16), None)
+    if tile:
+        notes.append("tile " + "×".join(tile))
+    if cluster:
+        notes.append("cluster " + "×".join(cluster))
+    schedule = re.search(r"Kernel\w*WarpSpecialized(\w*)", name)
+    if schedule:
+        notes.append(schedule.group(0).removeprefix("Kernel"))
+    short = "".join(out).strip()
+    return f"{short} [{', '.join(notes)}]" if notes else short
+
+
 def table(shape: tuple[int, int, int] | str, dtype: str, kernels: list[Kernel]) -> str:
     """One markdown table of ``kernels`` under a heading: the ``MxKxN`` shape, or a title."""
     title = shape if isinstance(shape, str) else " × ".join(map(str, shape))
@@ -145,7 +186,7 @@ def table(shape: tuple[int, int, int] | str, dtype: str, kernels: list[Kernel]) 
     rows = [f"### {title} {dtype}", "", "| " + " | ".join(head) + " |",
             "|" + "---|" * 4 + "---:|" * len(METRICS)]
     for kern in kernels:
-        cells = [kern.who, f"`{kern.name}`", kern.grid, kern.block]
+        cells = [kern.who, f"`{short_name(kern.name)}`", kern.grid, kern.block]
         cells += [kern.metrics.get(metric, "–") for _, metric in METRICS]
         rows.append("| " + " | ".join(cells) + " |")
     if not kernels:

@@ -100,3 +100,18 @@ def test_a_titled_table_keeps_its_title_and_the_l2_column():
     assert text.startswith("### grouped 4096:2048:768:balanced, passes fwd bf16")
     assert "| L2 hit % |" in text
     assert text.rstrip().endswith("| – | – | – | – | – | 56.21 |")
+
+
+def test_cutlass_kernel_names_shrink_to_their_tile_cluster_and_schedule():
+    pk = load("profile_kernels")
+    shape = "cute::tuple<cute::C<{}>, cute::C<{}>, cute::C<{}>>"
+    name = ("void cutlass::device_kernel<at::enable_3x_kernel_for_sm9x<gemm::GemmUniversal<"
+            "gemm::CollectiveMma<gemm::MainloopSm90ArrayTmaGmmaWarpSpecialized<4, "
+            + shape.format(2, 1, 1) + ", gemm::KernelPtrArrayTmaWarpSpecializedCooperative>, "
+            + shape.format(128, 256, 64) + ", cutlass::bfloat16_t>>>>(T1::Params)")
+    assert pk.short_name(name) == ("cutlass::device_kernel<…> [tile 128×256×64, cluster "
+                                   "2×1×1, PtrArrayTmaWarpSpecializedCooperative]")
+    assert pk.short_name("void at::prepare_grouped_gemm_data<float, int>(T1 *, int)") == (
+        "at::prepare_grouped_gemm_data<…>")
+    assert pk.short_name("sgemm_bi_hopper_grouped_k_bf16_n256") == (
+        "sgemm_bi_hopper_grouped_k_bf16_n256")
