@@ -164,23 +164,25 @@ impl ClusterChoice {
 
 /// The order in which the rows split's blocks take their tiles: static (block b takes
 /// tiles b, b + grid, …) or dynamic (each block's next tile from a counter of the call when
-/// its producer is ready for one). `Auto` takes the dynamic order where K ≥ [`DYNAMIC_MIN_K`];
+/// its producer is ready for one). `Auto` takes the dynamic order;
 /// `SGEMM_BI_GROUPED_ORDER=static|dynamic` (read once per device) forces either, for
 /// benchmarks and tests. Both give the same bits. The dynamic order is built for 256-column
 /// tiles without clusters; other plans keep the static one.
+///
+/// Why dynamic at every K (docs/perf-notes.md, "Grouped GEMM, version 3"): at K = 4096 (the
+/// forward at 4096 → 1536) it took the forward on the H200 from 0.77–0.79× of
+/// `F.grouped_mm` to 0.94–1.02× (4096 tokens, balanced). At K = 2048 and 768 (2048 → 768)
+/// the static order was as fast for a pass repeated back to back, but not after another
+/// kernel: on an H100, the static forward took 237 µs after itself and 286–295 after the
+/// input or the weight gradient, the dynamic one 237 and 251, and forward + backward went
+/// from 1.00–1.08× of torch to 1.06–1.09× (4096 and 16384 tokens, both routings), each
+/// pass alone staying at 1.03–1.11×.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TileOrder {
     Auto,
     Static,
     Dynamic,
 }
-
-/// The shortest K for which `TileOrder::Auto` takes the dynamic order. On the H200 at 128
-/// experts, top-8 (`bench_grouped.py`, docs/perf-notes.md, "Grouped GEMM, version 3"): the
-/// forward at 4096 → 1536 (K = 4096, each tile column's weight 2 MiB) went from 0.77–0.79× of
-/// `F.grouped_mm` to 0.94–1.02× (4096 tokens, balanced) and from 0.88–0.95× to 0.96–1.04×
-/// (16384 tokens); at 2048 → 768 (K = 2048) it was slower by up to 13 %.
-const DYNAMIC_MIN_K: usize = 4096;
 
 impl TileOrder {
     fn from_env() -> Self {
@@ -206,9 +208,8 @@ fn rows_variant(
     // The dynamic order announces each tile in its first K tile's stage (so K > 0), and its
     // counter runs up to the tiles plus twice the grid, in 32 bits.
     let asked = match order {
-        TileOrder::Auto => k >= DYNAMIC_MIN_K,
+        TileOrder::Auto | TileOrder::Dynamic => true,
         TileOrder::Static => false,
-        TileOrder::Dynamic => true,
     };
     let dynamic =
         asked && k > 0 && most_tiles.is_some_and(|t| t.saturating_add(2 * sms) < u32::MAX as usize);
@@ -416,7 +417,7 @@ impl GroupedKernels {
 mod tests {
     use super::*;
 
-    /// The dynamic order only when asked (or, by default, for long K), only for 256-column
+    /// The dynamic order by default and when asked, never when forced off, only for 256-column
     /// tiles without clusters, with K > 0 and a counter that cannot pass 32 bits; each
     /// variant's entry is the one built for it.
     #[test]
@@ -439,11 +440,8 @@ mod tests {
         );
         let auto = TileOrder::Auto;
         assert_eq!(variant(true, 1, auto, 4096, Some(10_000)), 3);
-        assert_eq!(
-            variant(true, 1, auto, 2048, Some(10_000)),
-            1,
-            "short K: static"
-        );
+        assert_eq!(variant(true, 1, auto, 768, Some(10_000)), 3, "short K too");
+        assert_eq!(variant(true, 1, auto, 0, Some(10_000)), 1, "no K tile");
         assert_eq!(variant(false, 1, auto, 4096, Some(10_000)), 0);
         let limit = u32::MAX as usize - 2 * 132;
         assert_eq!(variant(true, 1, dynamic, 64, Some(limit - 1)), 3);
