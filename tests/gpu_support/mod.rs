@@ -3,6 +3,8 @@
 //! running one descriptor on both the GPU and the CPU engine.
 #![allow(dead_code)]
 
+pub mod tile_order;
+
 use std::ffi::c_void;
 
 use cudarc::driver::{result, sys};

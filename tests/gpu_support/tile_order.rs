@@ -1,0 +1,207 @@
+//! The grouped kernels' tile orders checked against the CPU engine, one test binary per
+//! order (`tests/gpu_grouped_dynamic.rs`, `tests/gpu_grouped_static.rs`): the engine reads
+//! `SGEMM_BI_GROUPED_ORDER` once per device and process.
+
+use super::{
+    first_difference, gpu_engine, offsets_on_device, CapturedGrouped, DeviceBuf, HostBuf,
+    RawStream, Rng,
+};
+use sgemm_bi::{
+    DType, Device, Engine, Gemm, GemmPointers, GroupOffsets, GroupSplit, GroupedGemm, Operand,
+    Output, OutputMode, Tier,
+};
+
+/// The GPU engine with the grouped kernels' tile order forced to `order`: the caller's test
+/// binary has this one test, which sets the variable before any engine exists (the engine
+/// reads it once per device and process), so no other thread reads the environment meanwhile.
+fn engine_with_order(order: &str) -> Option<Engine> {
+    std::env::set_var("SGEMM_BI_GROUPED_ORDER", order);
+    gpu_engine()
+}
+
+/// Cumulative ends from group sizes.
+fn ends(sizes: &[usize]) -> Vec<i32> {
+    sizes
+        .iter()
+        .scan(0, |end, s| {
+            *end += s;
+            Some(*end as i32)
+        })
+        .collect()
+}
+
+/// The routings of `rows` rows to `groups` groups the test runs, by name.
+fn routings(rng: &mut Rng, groups: usize, rows: usize) -> Vec<(&'static str, Vec<i32>)> {
+    let balanced = (0..groups)
+        .map(|g| rows * (g + 1) / groups - rows * g / groups)
+        .collect::<Vec<_>>();
+    let mut zipf = vec![0usize; groups];
+    for _ in 0..rows {
+        zipf[rng.below(groups).min(rng.below(groups))] += 1;
+    }
+    // Empty first, inner and last groups; the other groups' rows stay as balanced's.
+    let mut empty = balanced.clone();
+    for g in [0, groups / 2, groups - 1] {
+        let moved = std::mem::take(&mut empty[g]);
+        empty[1] += moved;
+    }
+    let mut one = vec![0usize; groups];
+    one[groups / 3] = rows;
+    // 300 rows past the last group's end: whole tiles of them (and a partial one).
+    let short = (0..groups)
+        .map(|g| (rows - 300) * (g + 1) / groups - (rows - 300) * g / groups)
+        .collect::<Vec<_>>();
+    vec![
+        ("balanced", ends(&balanced)),
+        ("zipf", ends(&zipf)),
+        ("empty groups", ends(&empty)),
+        ("one group", ends(&one)),
+        ("rows past the last end", ends(&short)),
+    ]
+}
+
+/// torch's 2-D × 3-D call: `rows` tokens of K, `groups` experts' weights (B column-major,
+/// torch's [G, N, K], or row-major [G, K, N]).
+fn rows_call(
+    dtype: DType,
+    b_col_major: bool,
+    bias: Option<DType>,
+    out: DType,
+    (rows, n, k, groups): (usize, usize, usize, usize),
+) -> GroupedGemm {
+    let b = if b_col_major {
+        Operand::col_major(dtype, k)
+    } else {
+        Operand::row_major(dtype, n)
+    };
+    GroupedGemm {
+        split: GroupSplit::Rows,
+        gemm: Gemm {
+            batch: groups,
+            tier: Tier::TensorCores,
+            b: b.with_batch_stride(k * n),
+            bias,
+            c: Output {
+                mode: OutputMode::Overwrite(out),
+                ldc: n,
+                batch_stride: 0,
+            },
+            ..Gemm::dense(rows, n, k, dtype)
+        },
+    }
+}
+
+/// Every output of the rows split in tile order `order` (`static` or `dynamic`) is the CPU
+/// engine's bits: balanced and Zipf-like routings, empty groups (first, inside, last), all
+/// rows in one group, rows past the last group's end, both B layouts, with and without a
+/// bias, 16-bit and f32 outputs, more tiles than SMs; and a captured call, the process's
+/// first grouped call, replays its bits twice.
+pub fn the_tile_order_gives_the_cpu_bits(order: &str) {
+    let Some(gpu) = engine_with_order(order) else {
+        return;
+    };
+    let cpu = Engine::new(Device::Cpu).expect("the CPU engine always exists");
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x0d_2025);
+    // 6000 rows in 24 groups, N = 640 (two whole tiles of 256 columns and a half one), K = 136
+    // (a partial last K tile): about 240 tiles, more than the SMs.
+    let dims @ (rows, n, k, groups) = (6000, 640, 136, 24);
+    let mut checked = 0;
+    // Captured once, replayed twice over a poisoned C: each replay zeroes its own counter.
+    // The process's first grouped call, so its first counter (and the counters' memory
+    // pool) is made while the stream captures.
+    let gg = rows_call(DType::BF16, true, None, DType::BF16, dims);
+    let a = HostBuf::random(DType::BF16, rows * k, &mut rng);
+    let b = HostBuf::random(DType::BF16, groups * k * n, &mut rng);
+    let (_, offsets) = routings(&mut rng, groups, rows).swap_remove(1);
+    let poison = HostBuf::poison(DType::BF16, rows * n);
+    let mut want = poison.clone();
+    cpu.grouped_gemm_host(&gg, &offsets, a.slice(), b.slice(), None, want.slice_mut())
+        .expect("CPU grouped call");
+    let (d_a, d_b) = (DeviceBuf::upload(&a), DeviceBuf::upload(&b));
+    let d_offsets = offsets_on_device(&offsets);
+    let d_c = DeviceBuf::upload(&poison);
+    let p = GemmPointers {
+        a: d_a.at(0),
+        b: d_b.at(0),
+        bias: std::ptr::null(),
+        c: d_c.at(0),
+    };
+    let on_device = GroupOffsets::Device(d_offsets.at(0).cast_const().cast());
+    // SAFETY: the buffers hold the whole call's spans and outlive the graph.
+    let graph = unsafe { CapturedGrouped::new(&gpu, &stream, &gg, on_device, p) }
+        .unwrap_or_else(|e| panic!("capture: {e}"));
+    for replay in 0..2 {
+        d_c.upload_from(&poison);
+        graph.replay(&stream);
+        let mut got = poison.clone();
+        d_c.download_into(&mut got);
+        assert_eq!(
+            first_difference(&got, &want),
+            None,
+            "replay {replay}: (output, GPU bits, CPU bits)"
+        );
+        checked += 1;
+    }
+    for dtype in [DType::BF16, DType::F16] {
+        for b_col_major in [true, false] {
+            // Each store once without a bias; the 16-bit one with an f32 and a 16-bit bias.
+            for (bias, out) in [
+                (None, dtype),
+                (Some(DType::F32), dtype),
+                (Some(dtype), dtype),
+                (None, DType::F32),
+            ] {
+                let gg = rows_call(dtype, b_col_major, bias, out, dims);
+                let a = HostBuf::random(dtype, rows * k, &mut rng);
+                let b = HostBuf::random(dtype, groups * k * n, &mut rng);
+                let bias_values = bias.map(|d| HostBuf::random(d, groups * n, &mut rng));
+                let (d_a, d_b) = (DeviceBuf::upload(&a), DeviceBuf::upload(&b));
+                let d_bias = bias_values.as_ref().map(DeviceBuf::upload);
+                let poison = HostBuf::poison(out, rows * n);
+                for (routing, offsets) in routings(&mut rng, groups, rows) {
+                    let what = format!(
+                        "{dtype} B {} bias {bias:?} out {out} {routing}",
+                        if b_col_major { "col" } else { "row" }
+                    );
+                    let mut want = poison.clone();
+                    cpu.grouped_gemm_host(
+                        &gg,
+                        &offsets,
+                        a.slice(),
+                        b.slice(),
+                        bias_values.as_ref().map(HostBuf::slice),
+                        want.slice_mut(),
+                    )
+                    .expect("CPU grouped call");
+                    let d_offsets = offsets_on_device(&offsets);
+                    let d_c = DeviceBuf::upload(&poison);
+                    let p = GemmPointers {
+                        a: d_a.at(0),
+                        b: d_b.at(0),
+                        bias: d_bias
+                            .as_ref()
+                            .map_or(std::ptr::null(), |b| b.at(0).cast_const()),
+                        c: d_c.at(0),
+                    };
+                    let on_device = GroupOffsets::Device(d_offsets.at(0).cast_const().cast());
+                    // SAFETY: every buffer holds the whole call's span; synchronized below.
+                    unsafe { gpu.grouped_gemm(&gg, on_device, p, stream.handle()) }
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    stream.sync();
+                    let mut got = poison.clone();
+                    d_c.download_into(&mut got);
+                    if let Some((i, g, w)) = first_difference(&got, &want) {
+                        panic!(
+                            "{what}: output {i} (row {}, column {}) is {g:#x}, the CPU's {w:#x}",
+                            i / n,
+                            i % n
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 2 * 2 * 4 * 5 + 2);
+}
