@@ -186,7 +186,9 @@ _plan.register_cache(_plans)
 _PLAIN = (Tensor, torch.nn.Parameter)
 
 
-def _key(a: Any, b: Any, offs: Any, bias: Any, tier: Any, out_dtype: Any) -> Optional[tuple[Any, ...]]:
+def _key(a: Any, b: Any, offs: Any, bias: Any, tier: Any,
+         out_dtype: Any) -> Optional[tuple[Any, ...]]:
+    """The call's plan key, or None where it has none (an argument not a plain tensor)."""
     if type(a) not in _PLAIN or type(b) not in _PLAIN or type(offs) not in _PLAIN or (
             bias is not None and type(bias) not in _PLAIN):
         return None
