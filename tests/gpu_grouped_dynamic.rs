@@ -9,7 +9,7 @@
 //! tiles). The planner's default order since it was measured faster at every K;
 //! `tests/gpu_grouped_static.rs` checks the static one. A test binary of its own, because
 //! the engine reads the variable once per device and process; the checks live in
-//! `tests/gpu_support/tile_order.rs`.
+//! `tests/gpu_support/grouped_variants.rs`.
 //!
 //! `host/src/cuda/grouped.rs` (`the_dynamic_tile_order_runs_only_where_it_is_built_and_asked_for`)
 //! pins that these calls (256-column tiles, no clusters) get the `_dyn` entries.
@@ -21,5 +21,8 @@ mod gpu_support;
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_dynamic_tile_order_gives_the_cpu_bits() {
-    gpu_support::tile_order::the_tile_order_gives_the_cpu_bits("dynamic");
+    gpu_support::grouped_variants::the_rows_split_gives_the_cpu_bits(
+        "SGEMM_BI_GROUPED_ORDER",
+        "dynamic",
+    );
 }

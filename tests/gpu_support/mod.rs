@@ -3,7 +3,7 @@
 //! running one descriptor on both the GPU and the CPU engine.
 #![allow(dead_code)]
 
-pub mod tile_order;
+pub mod grouped_variants;
 
 use std::ffi::c_void;
 

@@ -1,6 +1,8 @@
-//! The grouped kernels' tile orders checked against the CPU engine, one test binary per
-//! order (`tests/gpu_grouped_dynamic.rs`, `tests/gpu_grouped_static.rs`): the engine reads
-//! `SGEMM_BI_GROUPED_ORDER` once per device and process.
+//! The rows split's kernel variants that a variable forces (the tile order,
+//! `SGEMM_BI_GROUPED_ORDER`; clusters, `SGEMM_BI_GROUPED_CLUSTER`) checked against the CPU
+//! engine, one test binary per setting (`tests/gpu_grouped_dynamic.rs`,
+//! `tests/gpu_grouped_static.rs`, `tests/gpu_grouped_clusters.rs`): the engine reads them
+//! once per device and process.
 
 use super::{
     first_difference, gpu_engine, offsets_on_device, CapturedGrouped, DeviceBuf, HostBuf,
@@ -11,11 +13,11 @@ use sgemm_bi::{
     Output, OutputMode, Tier,
 };
 
-/// The GPU engine with the grouped kernels' tile order forced to `order`: the caller's test
-/// binary has this one test, which sets the variable before any engine exists (the engine
-/// reads it once per device and process), so no other thread reads the environment meanwhile.
-fn engine_with_order(order: &str) -> Option<Engine> {
-    std::env::set_var("SGEMM_BI_GROUPED_ORDER", order);
+/// The GPU engine with `variable` set to `value`: the caller's test binary has this one
+/// test, which sets the variable before any engine exists (the engine reads it once per
+/// device and process), so no other thread reads the environment meanwhile.
+fn engine_with(variable: &str, value: &str) -> Option<Engine> {
+    std::env::set_var(variable, value);
     gpu_engine()
 }
 
@@ -91,13 +93,14 @@ fn rows_call(
     }
 }
 
-/// Every output of the rows split in tile order `order` (`static` or `dynamic`) is the CPU
-/// engine's bits: balanced and Zipf-like routings, empty groups (first, inside, last), all
-/// rows in one group, rows past the last group's end, both B layouts, with and without a
-/// bias, 16-bit and f32 outputs, more tiles than SMs; and a captured call, the process's
-/// first grouped call, replays its bits twice.
-pub fn the_tile_order_gives_the_cpu_bits(order: &str) {
-    let Some(gpu) = engine_with_order(order) else {
+/// Every output of the rows split with `variable` set to `value` (`SGEMM_BI_GROUPED_ORDER`
+/// `static` or `dynamic`, `SGEMM_BI_GROUPED_CLUSTER` `2`) is the CPU engine's bits:
+/// balanced and Zipf-like routings, empty groups (first, inside, last), all rows in one
+/// group, rows past the last group's end, both B layouts, with and without a bias, 16-bit
+/// and f32 outputs, more tiles than SMs; and a captured call, the process's first grouped
+/// call, replays its bits twice.
+pub fn the_rows_split_gives_the_cpu_bits(variable: &str, value: &str) {
+    let Some(gpu) = engine_with(variable, value) else {
         return;
     };
     let cpu = Engine::new(Device::Cpu).expect("the CPU engine always exists");
@@ -107,9 +110,9 @@ pub fn the_tile_order_gives_the_cpu_bits(order: &str) {
     // (a partial last K tile): about 240 tiles, more than the SMs.
     let dims @ (rows, n, k, groups) = (6000, 640, 136, 24);
     let mut checked = 0;
-    // Captured once, replayed twice over a poisoned C: each replay zeroes its own counter.
-    // The process's first grouped call, so its first counter (and the counters' memory
-    // pool) is made while the stream captures.
+    // Captured once, replayed twice over a poisoned C: in the dynamic order each replay
+    // zeroes its own counter. The process's first grouped call, so its first counter (and
+    // the counters' memory pool) is made while the stream captures.
     let gg = rows_call(DType::BF16, true, None, DType::BF16, dims);
     let a = HostBuf::random(DType::BF16, rows * k, &mut rng);
     let b = HostBuf::random(DType::BF16, groups * k * n, &mut rng);
