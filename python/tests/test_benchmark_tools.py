@@ -1,6 +1,6 @@
 """The benchmark tools' own logic, without a GPU: `profile_kernels.py` reads Nsight Compute's
-CSV page into one row per kernel, whoever launched it, and rejects malformed shapes, grouped
-layers and passes."""
+CSV page into one row per kernel, whoever launched it, shortens CUTLASS's names, and rejects
+malformed shapes, grouped layers and passes; `trace_grouped.py` parses its sequences."""
 
 from __future__ import annotations
 
@@ -115,3 +115,14 @@ def test_cutlass_kernel_names_shrink_to_their_tile_cluster_and_schedule():
         "at::prepare_grouped_gemm_data<…>")
     assert pk.short_name("sgemm_bi_hopper_grouped_k_bf16_n256") == (
         "sgemm_bi_hopper_grouped_k_bf16_n256")
+
+
+def test_trace_sequences_parse_or_are_rejected():
+    tg = load("trace_grouped")
+    assert tg.parse_sequences("fwd,fwd+dx+dw") == [["fwd"], ["fwd", "dx", "dw"]]
+    assert tg.parse_sequences("dw+fwd") == [["dw", "fwd"]]
+    for bad in ("", "fwd+", "fwd,up", "fwd+dx+bias"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            tg.parse_sequences(bad)
+    assert tg.short("void " + "x" * 60, 10) == "x" * 9 + "…"
+    assert tg.short("sgemm_bi_hopper_grouped_k_bf16_n256") == "sgemm_bi_hopper_grouped_k_bf16_n256"
