@@ -67,23 +67,7 @@ def routing(tokens: int, experts: int, zipf: bool, gen: Any) -> Any:
 def timed(fn: Callable[[], Any], calls: int, samples: int) -> float:
     """Median µs per call of ``fn``, each sample ``calls`` calls between CUDA events (NaN,
     with the reason on stderr, when ``fn`` raises)."""
-    try:
-        for _ in range(3):
-            fn()
-    except (RuntimeError, NotImplementedError) as e:
-        print(f"skipped a candidate: {e}", file=sys.stderr)
-        return float("nan")
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(times)
+    return timed_together({"a candidate": fn}, calls, samples)["a candidate"]
 
 
 def timed_together(fns: dict[str, Optional[Callable[[], Any]]], calls: int,

@@ -62,6 +62,7 @@ from ._capi import GroupSplit, OffsetsLocation, OutputMode
 from .checks import TORCH_DTYPES, check_tier, resolve_tier
 from .engine import GemmDesc, Output, engine_for
 from .errors import check
+from .functional import _PLAIN, _is_compiling
 
 __all__ = ["grouped_mm", "check_grouped"]
 
@@ -183,7 +184,6 @@ class _GroupedPlan:
 # calls allocate the result and call the engine (~20 µs less a call; docs/perf-notes.md).
 _plans: dict[tuple[Any, ...], _GroupedPlan] = {}
 _plan.register_cache(_plans)
-_PLAIN = (Tensor, torch.nn.Parameter)
 
 
 def _key(a: Any, b: Any, offs: Any, bias: Any, tier: Any,
@@ -280,9 +280,6 @@ def _op(a: Tensor, b: Tensor, offs: Optional[Tensor], bias: Optional[Tensor], ti
         out_dtype: Optional[torch.dtype]) -> Tensor:
     """``grouped_mm`` through the engine (see :mod:`sgemm_bi.grouped`)."""
     return _run(a, b, offs, bias, tier, out_dtype)
-
-
-_is_compiling = torch.compiler.is_compiling
 
 
 def _grouped(a: Any, b: Any, offs: Any, bias: Any, tier: Any, out_dtype: Any) -> Tensor:
