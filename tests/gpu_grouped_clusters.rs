@@ -1,18 +1,21 @@
-//! The rows split in clusters of two (`SGEMM_BI_GROUPED_CLUSTER=2`: neighbouring tiles of a
-//! group's rows share each stage's weight tile by multicast), which the planner does not
-//! pick but a benchmark may force: the same checks as the tile orders'
-//! (`tests/gpu_support/grouped_variants.rs`). Clusters take the static order. A test binary
-//! of its own, because the engine reads the variable once per device and process.
+//! The grouped kernels in clusters of two (`SGEMM_BI_GROUPED_CLUSTER=2`: in the rows split,
+//! neighbouring tiles of a group's rows share each stage's weight tile by multicast; in the
+//! reduction split, neighbouring tiles of M share each stage's dY tile). The planner picks
+//! them for the reduction split's 256-column tiles, not for the rows split, which a benchmark
+//! may force: the same checks as the tile orders' (`tests/gpu_support/grouped_variants.rs`).
+//! Clusters take the static order. A test binary of its own, because the engine reads the
+//! variable once per device and process.
 //!
 //! Needs a GPU: `bash .gpu/run gpu_grouped_clusters` on the GPU host.
 
 mod gpu_support;
 
+/// One test for both splits: the variable is set before the engine exists, with no other
+/// test thread reading the environment.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn the_rows_split_in_clusters_of_two_gives_the_cpu_bits() {
-    gpu_support::grouped_variants::the_rows_split_gives_the_cpu_bits(
-        "SGEMM_BI_GROUPED_CLUSTER",
-        "2",
-    );
+fn both_splits_in_clusters_of_two_give_the_cpu_bits() {
+    use gpu_support::grouped_variants as variants;
+    variants::the_rows_split_gives_the_cpu_bits("SGEMM_BI_GROUPED_CLUSTER", "2");
+    variants::the_reduction_split_gives_the_cpu_bits("SGEMM_BI_GROUPED_CLUSTER", "2");
 }

@@ -146,8 +146,9 @@ pub enum Family {
         dynamic: bool,
     },
     /// The grouped form for a split reduction (`hopper::grouped::gemm_reduction`, the
-    /// experts' weight gradient): (BM, bn) tiles of each group's C over the group's K range.
-    HopperGroupedReduction { bn: u32 },
+    /// experts' weight gradient): (BM, bn) tiles of each group's C over the group's K range,
+    /// in clusters of `cluster` blocks along M (sharing each stage's B tile).
+    HopperGroupedReduction { bn: u32, cluster: u32 },
 }
 
 /// `.maxntid` and `.minnctapersm` of an entry: what rustc cannot say in Rust source, and
@@ -222,7 +223,7 @@ impl Family {
             Family::ScalarGrouped | Family::ScalarGroupedReduction => (1, scalar::grouped::THREADS),
             Family::Mma { .. } => (tensor::BM, tensor::BN),
             Family::Hopper { bm, bn, .. } => (bm, bn),
-            Family::HopperGrouped { bn, .. } | Family::HopperGroupedReduction { bn } => {
+            Family::HopperGrouped { bn, .. } | Family::HopperGroupedReduction { bn, .. } => {
                 (hopper::BM, bn)
             }
         }
@@ -301,9 +302,13 @@ impl Family {
                     dynamic: dynamic2,
                 },
             ) => bn == bn2 && cluster == cluster2 && dynamic == dynamic2,
-            (Family::HopperGroupedReduction { bn }, Family::HopperGroupedReduction { bn: bn2 }) => {
-                bn == bn2
-            }
+            (
+                Family::HopperGroupedReduction { bn, cluster },
+                Family::HopperGroupedReduction {
+                    bn: bn2,
+                    cluster: cluster2,
+                },
+            ) => bn == bn2 && cluster == cluster2,
             _ => false,
         }
     }
@@ -383,8 +388,8 @@ pub const fn find(kind: &Kind) -> Option<usize> {
 ///   schedule (`Cooperative` or `PingPong`);
 /// - `hopper_grouped`: name, element, B K-contiguous, BN, cluster size, dynamic tile order
 ///   (A is K-contiguous: the tokens' rows);
-/// - `hopper_grouped_reduction`: name, element, BN (A M-contiguous, B N-contiguous: the
-///   tokens' rows of Xᵀ and of dY).
+/// - `hopper_grouped_reduction`: name, element, BN, cluster size (A M-contiguous, B
+///   N-contiguous: the tokens' rows of Xᵀ and of dY).
 ///
 /// Those of the tiled scalar entries' columns that only the device code uses (steps,
 /// `cp.async`, cursors) are per entry because ptxas decides them: `tests/ptx_vendored.rs`
@@ -711,10 +716,13 @@ macro_rules! kernel_catalogue {
                 // Grouped, the reduction split (the experts' weight gradient: Xᵀ · dY over each
                 // group's tokens, A M-contiguous and B N-contiguous).
                 hopper_grouped_reduction {
-                    sgemm_bi_hopper_grouped_k_bf16_n128 Bf16, 128;
-                    sgemm_bi_hopper_grouped_k_bf16_n256 Bf16, 256;
-                    sgemm_bi_hopper_grouped_k_f16_n128 F16, 128;
-                    sgemm_bi_hopper_grouped_k_f16_n256 F16, 256;
+                    sgemm_bi_hopper_grouped_k_bf16_n128 Bf16, 128, 1;
+                    sgemm_bi_hopper_grouped_k_bf16_n256 Bf16, 256, 1;
+                    sgemm_bi_hopper_grouped_k_f16_n128 F16, 128, 1;
+                    sgemm_bi_hopper_grouped_k_f16_n256 F16, 256, 1;
+                    // Clusters of two blocks along M sharing each stage's dY tile.
+                    sgemm_bi_hopper_grouped_k_bf16_n256_x2 Bf16, 256, 2;
+                    sgemm_bi_hopper_grouped_k_f16_n256_x2 F16, 256, 2;
                 }
             }
         }
@@ -780,9 +788,9 @@ macro_rules! spec_table {
             Family::HopperGrouped { bn: $bn, cluster: $c, dynamic: $d });)*
     };
     (@specs $all:ident, $i:ident, $module:ident, hopper_grouped_reduction
-        $($name:ident $elem:ident, $bn:literal;)*) => {
+        $($name:ident $elem:ident, $bn:literal, $c:literal;)*) => {
         $(spec_table!(@one $all, $i, $name, $module, $elem, false, false,
-            Family::HopperGroupedReduction { bn: $bn });)*
+            Family::HopperGroupedReduction { bn: $bn, cluster: $c });)*
     };
     (@tile wide) => { ScalarTile::Wide };
     (@tile narrow) => { ScalarTile::Narrow };

@@ -1,6 +1,6 @@
-//! The rows split's kernel variants that a variable forces (the tile order,
-//! `SGEMM_BI_GROUPED_ORDER`; clusters, `SGEMM_BI_GROUPED_CLUSTER`) checked against the CPU
-//! engine, one test binary per setting (`tests/gpu_grouped_dynamic.rs`,
+//! The grouped kernels' variants that a variable forces (the rows split's tile order,
+//! `SGEMM_BI_GROUPED_ORDER`; clusters of either split, `SGEMM_BI_GROUPED_CLUSTER`) checked
+//! against the CPU engine, one test binary per setting (`tests/gpu_grouped_dynamic.rs`,
 //! `tests/gpu_grouped_static.rs`, `tests/gpu_grouped_clusters.rs`): the engine reads them
 //! once per device and process.
 
@@ -207,4 +207,129 @@ pub fn the_rows_split_gives_the_cpu_bits(variable: &str, value: &str) {
         }
     }
     assert_eq!(checked, 2 * 2 * 4 * 5 + 2);
+}
+
+/// torch's 2-D × 2-D call, the experts' weight gradient: `groups` reductions over `tokens`
+/// tokens of Xᵀ (`hidden` × tokens, a row-major X read column-major) times dY (tokens × `n`,
+/// row-major), one `hidden` × `n` C per group.
+fn reduction_call(dtype: DType, out: OutputMode, (hidden, n, tokens, groups): Dims) -> GroupedGemm {
+    GroupedGemm {
+        split: GroupSplit::Reduction,
+        gemm: Gemm {
+            batch: groups,
+            tier: Tier::TensorCores,
+            a: Operand::col_major(dtype, hidden),
+            c: Output {
+                mode: out,
+                ldc: n,
+                batch_stride: hidden * n,
+            },
+            ..Gemm::dense(hidden, n, tokens, dtype)
+        },
+    }
+}
+
+/// (M, N, K, groups) of a call.
+type Dims = (usize, usize, usize, usize);
+
+/// Every output of the reduction split with `variable` set to `value`
+/// (`SGEMM_BI_GROUPED_CLUSTER` `2`) is the CPU engine's bits: the routings of
+/// [`the_rows_split_gives_the_cpu_bits`] (for this split, tokens past the last end belong to
+/// no group's range), bf16 and f16, 16-bit and f32 outputs and accumulation into f32; M of
+/// two and a half tiles, so the last cluster's second block lies past M; and a captured call
+/// replays its bits twice.
+pub fn the_reduction_split_gives_the_cpu_bits(variable: &str, value: &str) {
+    let Some(gpu) = engine_with(variable, value) else {
+        return;
+    };
+    let cpu = Engine::new(Device::Cpu).expect("the CPU engine always exists");
+    let stream = RawStream::new();
+    let mut rng = Rng::new(0x0d_2026);
+    // M = 320 (three tile rows: two clusters along M, the second's upper block past M), N =
+    // 640 (two and a half tiles of 256 columns), 6000 tokens in 24 groups: 288 tiles.
+    let dims @ (hidden, n, tokens, groups) = (320, 640, 6000, 24);
+    let c_len = groups * hidden * n;
+    let mut checked = 0;
+    for dtype in [DType::BF16, DType::F16] {
+        let a = HostBuf::random(dtype, hidden * tokens, &mut rng);
+        let b = HostBuf::random(dtype, tokens * n, &mut rng);
+        let (d_a, d_b) = (DeviceBuf::upload(&a), DeviceBuf::upload(&b));
+        for out in [
+            OutputMode::Overwrite(dtype),
+            OutputMode::Overwrite(DType::F32),
+            OutputMode::AccumulateF32,
+        ] {
+            let gg = reduction_call(dtype, out, dims);
+            // Accumulating starts from random values (a poisoned C would give NaN everywhere).
+            let c0 = match out {
+                OutputMode::AccumulateF32 => HostBuf::random(DType::F32, c_len, &mut rng),
+                mode => HostBuf::poison(mode.dtype(), c_len),
+            };
+            for (routing, offsets) in routings(&mut rng, groups, tokens) {
+                let what = format!("{dtype} out {out:?} {routing}");
+                let mut want = c0.clone();
+                cpu.grouped_gemm_host(&gg, &offsets, a.slice(), b.slice(), None, want.slice_mut())
+                    .expect("CPU grouped call");
+                let d_offsets = offsets_on_device(&offsets);
+                let d_c = DeviceBuf::upload(&c0);
+                let p = GemmPointers {
+                    a: d_a.at(0),
+                    b: d_b.at(0),
+                    bias: std::ptr::null(),
+                    c: d_c.at(0),
+                };
+                let on_device = GroupOffsets::Device(d_offsets.at(0).cast_const().cast());
+                // SAFETY: every buffer holds the whole call's span; synchronized below.
+                unsafe { gpu.grouped_gemm(&gg, on_device, p, stream.handle()) }
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                stream.sync();
+                let mut got = c0.clone();
+                d_c.download_into(&mut got);
+                if let Some((i, g, w)) = first_difference(&got, &want) {
+                    let (group, within) = (i / (hidden * n), i % (hidden * n));
+                    panic!(
+                        "{what}: group {group} output ({}, {}) is {g:#x}, the CPU's {w:#x}",
+                        within / n,
+                        within % n
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    // Captured once, replayed twice over a poisoned C.
+    let gg = reduction_call(DType::BF16, OutputMode::Overwrite(DType::BF16), dims);
+    let a = HostBuf::random(DType::BF16, hidden * tokens, &mut rng);
+    let b = HostBuf::random(DType::BF16, tokens * n, &mut rng);
+    let (_, offsets) = routings(&mut rng, groups, tokens).swap_remove(1);
+    let poison = HostBuf::poison(DType::BF16, c_len);
+    let mut want = poison.clone();
+    cpu.grouped_gemm_host(&gg, &offsets, a.slice(), b.slice(), None, want.slice_mut())
+        .expect("CPU grouped call");
+    let (d_a, d_b) = (DeviceBuf::upload(&a), DeviceBuf::upload(&b));
+    let d_offsets = offsets_on_device(&offsets);
+    let d_c = DeviceBuf::upload(&poison);
+    let p = GemmPointers {
+        a: d_a.at(0),
+        b: d_b.at(0),
+        bias: std::ptr::null(),
+        c: d_c.at(0),
+    };
+    let on_device = GroupOffsets::Device(d_offsets.at(0).cast_const().cast());
+    // SAFETY: the buffers hold the whole call's spans and outlive the graph.
+    let graph = unsafe { CapturedGrouped::new(&gpu, &stream, &gg, on_device, p) }
+        .unwrap_or_else(|e| panic!("capture: {e}"));
+    for replay in 0..2 {
+        d_c.upload_from(&poison);
+        graph.replay(&stream);
+        let mut got = poison.clone();
+        d_c.download_into(&mut got);
+        assert_eq!(
+            first_difference(&got, &want),
+            None,
+            "replay {replay}: (output, GPU bits, CPU bits)"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 2 * 3 * 5 + 2);
 }

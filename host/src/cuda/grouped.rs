@@ -74,23 +74,31 @@ const fn table() -> Table {
 
 const TABLE: Table = table();
 
-/// The reduction split's entries, `[element (bf16, f16)][tile width]`.
-const REDUCTION: [[Option<KernelId<GroupedHopperParams>>; 2]; 2] = {
+/// The reduction split's variants: (tile width, blocks per cluster). Clusters of two share
+/// each stage's dY tile (the group's tokens, the same for every tile of a column) between
+/// neighbouring tiles of M.
+const REDUCTION_VARIANTS: [(u32, u32); 3] = [(128, 1), (256, 1), (256, 2)];
+
+/// The reduction split's entries, `[element (bf16, f16)][variant]`.
+const REDUCTION: [[Option<KernelId<GroupedHopperParams>>; 3]; 2] = {
     let elements = [Element::Bf16, Element::F16];
-    let mut table = [[None; 2]; 2];
+    let mut table = [[None; 3]; 2];
     let mut e = 0;
     while e < 2 {
-        let mut w = 0;
-        while w < 2 {
-            table[e][w] = id(Kind {
+        let mut v = 0;
+        while v < 3 {
+            table[e][v] = id(Kind {
                 module: Module::Sm90a,
                 element: elements[e],
                 a_k_contiguous: false,
                 b_k_contiguous: false,
-                family: Family::HopperGroupedReduction { bn: WIDTHS[w] },
+                family: Family::HopperGroupedReduction {
+                    bn: REDUCTION_VARIANTS[v].0,
+                    cluster: REDUCTION_VARIANTS[v].1,
+                },
             });
-            assert!(table[e][w].is_some(), "a grouped tile without an entry");
-            w += 1;
+            assert!(table[e][v].is_some(), "a grouped tile without an entry");
+            v += 1;
         }
         e += 1;
     }
@@ -143,9 +151,9 @@ pub(crate) struct GroupedKernels {
     counters: CounterPool,
 }
 
-/// Whether the rows split runs in clusters of two: the planner's choice (none, for now), or
-/// forced either way for benchmarks and tests (`SGEMM_BI_GROUPED_CLUSTER=1|2`, read once per
-/// device). Both give the same bits.
+/// Whether the grouped kernels run in clusters of two: the planner's choice (the reduction
+/// split's 256-column tiles, not the rows split), or forced either way for benchmarks and
+/// tests (`SGEMM_BI_GROUPED_CLUSTER=1|2`, read once per device). Both give the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClusterChoice {
     Auto,
@@ -221,6 +229,22 @@ fn rows_variant(
     }
 }
 
+/// The reduction split's variant (an index of [`REDUCTION_VARIANTS`]) for tiles 256 wide
+/// when `wide` (else 128) and the clusters asked for: clusters of two for 256-column tiles
+/// (the only ones built so) unless forced off.
+///
+/// Why (docs/perf-notes.md, "Grouped GEMM: the weight gradient in clusters of two"): on an
+/// H100, three alternating runs of each at six MoE shapes, the clusters' weight gradient
+/// took 0.8–4 % less time on average at every shape, and its ratio to `F.grouped_mm` went
+/// from 0.96–1.05 to 0.99–1.07.
+fn reduction_variant(wide: bool, clusters: ClusterChoice) -> usize {
+    match (wide, clusters) {
+        (false, _) => 0,
+        (true, ClusterChoice::Forced(1)) => 1,
+        (true, _) => 2,
+    }
+}
+
 impl GroupedKernels {
     pub(crate) fn new(entries: &Arc<Entries>, sms: usize, ordinal: usize) -> Self {
         GroupedKernels {
@@ -265,11 +289,12 @@ impl GroupedKernels {
         }
         let w = usize::from(g.n > WIDTHS[0] as usize);
         if reduction {
-            let entry = REDUCTION[e][w].ok_or(Unsupported::NotBuilt)?;
+            let v = reduction_variant(w == 1, self.clusters);
+            let entry = REDUCTION[e][v].ok_or(Unsupported::NotBuilt)?;
             return Ok(GroupedPlan {
                 entry,
-                bn: WIDTHS[w],
-                cluster: 1,
+                bn: REDUCTION_VARIANTS[v].0,
+                cluster: REDUCTION_VARIANTS[v].1,
                 dynamic: false,
             });
         }
@@ -386,7 +411,7 @@ impl GroupedKernels {
         // has the same tiles).
         let cluster = plan.cluster;
         let most_tiles = if plan.reduction() {
-            gemm.tiles_m * gemm.tiles_n * gemm.batch
+            gemm.tiles_m.div_ceil(u64::from(cluster)) * gemm.tiles_n * gemm.batch
         } else {
             (gemm.tiles_m.div_ceil(u64::from(cluster)) + gemm.batch + 1) * gemm.tiles_n
         };
@@ -416,6 +441,22 @@ impl GroupedKernels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reduction split runs in clusters of two unless forced off, and only with tiles 256
+    /// wide (the only ones built so).
+    #[test]
+    fn the_reduction_split_takes_clusters_unless_forced_off() {
+        let (auto, one, two) = (
+            ClusterChoice::Auto,
+            ClusterChoice::Forced(1),
+            ClusterChoice::Forced(2),
+        );
+        assert_eq!(reduction_variant(true, auto), 2);
+        assert_eq!(reduction_variant(true, two), 2);
+        assert_eq!(reduction_variant(true, one), 1, "forced off");
+        assert_eq!(reduction_variant(false, auto), 0, "128 columns");
+        assert_eq!(reduction_variant(false, two), 0, "128 columns");
+    }
 
     /// The dynamic order by default and when asked, never when forced off, only for 256-column
     /// tiles without clusters, with K > 0 and a counter that cannot pass 32 bits; each
@@ -451,6 +492,14 @@ mod tests {
             "the counter's 32 bits"
         );
         assert_eq!(variant(true, 1, dynamic, 64, None), 1);
+        for entries in REDUCTION {
+            for (entry, &(bn, cluster)) in entries.iter().zip(&REDUCTION_VARIANTS) {
+                let name = entry.unwrap().spec().name;
+                assert!(name.contains("_k_"), "{name}");
+                assert!(name.contains(&format!("_n{bn}")), "{name}");
+                assert_eq!(name.ends_with("_x2"), cluster == 2, "{name}");
+            }
+        }
         for by_layout in TABLE {
             for entries in by_layout {
                 for (entry, &(bn, cluster, dynamic)) in entries.iter().zip(&VARIANTS) {

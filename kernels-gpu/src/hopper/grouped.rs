@@ -636,7 +636,10 @@ unsafe fn k_range(ends: u64, g: u64, k: u64) -> (u64, u64) {
 /// weight gradient): group g computes `C[g] = A[:, s..e] · B[s..e, :]` for its K range, with
 /// A M-contiguous (Xᵀ of the tokens' rows) and B N-contiguous (their output gradients), (BM,
 /// BN) tiles of each group's C in the shared order (the dense walk over `p.batch` groups),
-/// two cooperative consumers, no clusters.
+/// two cooperative consumers, in clusters of `CLUSTER` blocks along M (1: none). The blocks
+/// of a cluster compute neighbouring tiles of the same group and columns, so they read the
+/// same rows of B (the group's tokens of dY) in every stage: each copies its `1 / CLUSTER`
+/// of the stage's B tile to all of them, as the dense kernel's clusters do.
 ///
 /// Each group's chain is the dense call's over its `e − s` elements of K (the dense mainloop,
 /// [`mainloop::consume_k`]); the last K tile's box reaches past `e` into the next group's
@@ -649,9 +652,12 @@ unsafe fn k_range(ends: u64, g: u64, k: u64) -> (u64, u64) {
 /// entry per group) on buffers valid for the spans the host validated; `ends` is the device
 /// address of `p.batch` `i32`s; `maps` are the tensor maps of A, B (batch extent 1) and C
 /// (one batch entry per group; zeros in accumulate mode), `host/src/cuda/grouped.rs`; the
-/// block has `config::threads(BM)` threads and `config::SMEM_BYTES` of dynamic shared memory.
+/// block has `config::threads(BM)` threads and `config::SMEM_BYTES` of dynamic shared memory;
+/// with `CLUSTER` > 1 the grid is launched in clusters of `CLUSTER` blocks along x, and `ends`
+/// is not written while the kernel runs (the blocks of a cluster must read the same ranges:
+/// they walk the same stages).
 #[inline(always)]
-pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32>(
+pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32, const CLUSTER: u32>(
     p: &GemmParams,
     ends: u64,
     errors: u64,
@@ -661,15 +667,22 @@ pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32>(
     let tid = _thread_idx_x() as u32;
     let wg = warp_uniform(tid / 128);
     let st = Stages::<BN, BM>::new((dyn_smem_base() + 1023) & !1023);
+    let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
     if tid == 0 {
         // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
-        unsafe { st.init(1, super::Cooperative::readers(BM)) };
+        unsafe { st.init(CLUSTER, super::Cooperative::readers(BM)) };
     }
-    bar_sync();
+    // The peers signal this block's barriers: they must see them initialised.
+    if CLUSTER > 1 {
+        cluster_sync();
+    } else {
+        bar_sync();
+    }
     griddepcontrol_wait();
     griddepcontrol_launch_dependents();
-    // SAFETY: a block of a grid of whole blocks, no clusters.
-    let walk = unsafe { Walk::<1>::new::<BM>(p, 0) };
+    // SAFETY: a block of a grid of whole clusters of CLUSTER blocks along x; `rank` is its
+    // rank in its cluster.
+    let walk = unsafe { Walk::<CLUSTER>::new::<BM>(p, rank) };
     if wg == 0 {
         setmaxnreg_dec::<PRODUCER_REGS>();
         // SAFETY: the producer warpgroup, after the wait; forwarded contract.
@@ -679,7 +692,7 @@ pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32>(
             unsafe {
                 prefetch_tensormap(map_a);
                 prefetch_tensormap(map_b);
-                produce_reduction::<BN>(p, ends, &st, map_a, map_b, &walk);
+                produce_reduction::<BN, CLUSTER>(p, ends, &st, map_a, map_b, &walk, rank);
             }
         }
     } else {
@@ -688,24 +701,28 @@ pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32>(
         unsafe {
             by_store_kind!(
                 p,
-                consume_reduction::<E, BN>(p, ends, &st, &walk, tid, map_c)
+                consume_reduction::<E, BN, CLUSTER>(p, ends, &st, &walk, tid, map_c)
             )
         }
     }
 }
 
-/// The producer of [`gemm_reduction`]: for each tile, the K tiles of its group's range.
+/// The producer of [`gemm_reduction`]: for each tile, the K tiles of its group's range (with
+/// clusters, its part of each B tile to every block of the cluster); before it returns, with
+/// clusters, it waits until every block's consumers have released every stage.
 ///
 /// # Safety
-/// One thread of the block, the barriers initialised; as for [`gemm_reduction`].
+/// One thread of the block, the barriers initialised (with clusters, the cluster synchronised
+/// after that); as for [`gemm_reduction`].
 #[inline(always)]
-unsafe fn produce_reduction<const BN: u32>(
+unsafe fn produce_reduction<const BN: u32, const CLUSTER: u32>(
     p: &GemmParams,
     ends: u64,
     st: &Stages<BN, BM>,
     map_a: u64,
     map_b: u64,
-    walk: &Walk<1>,
+    walk: &Walk<CLUSTER>,
+    rank: u32,
 ) {
     let mut it = 0u32;
     let (mut tile, step) = walk.range();
@@ -728,15 +745,14 @@ unsafe fn produce_reduction<const BN: u32>(
                     let m = m0 + (i * SWIZZLE_ELEMS) as i32;
                     cp_async_bulk_tensor_3d(st.a(s) + i * BOX_BYTES, map_a, m, k0, 0, full);
                 }
-                for i in 0..BN / SWIZZLE_ELEMS {
-                    let n = n0 + (i * SWIZZLE_ELEMS) as i32;
-                    cp_async_bulk_tensor_3d(st.b(s) + i * BOX_BYTES, map_b, n, k0, 0, full);
-                }
+                mainloop::load_b::<false, BN, BM, CLUSTER>(st, s, map_b, [k0, n0, 0], rank);
             }
             it += 1;
         }
         tile += step;
     }
+    // SAFETY: forwarded contract (this block's producer, after its last copy).
+    unsafe { mainloop::drain_peers::<BN, BM, CLUSTER>(st, it) };
 }
 
 /// A consumer warpgroup of [`gemm_reduction`]: for each tile, its group's chain, then the
@@ -746,11 +762,16 @@ unsafe fn produce_reduction<const BN: u32>(
 /// As for [`gemm_reduction`]; every thread of consumer warpgroup `tid / 128` (≥ 1) calls it
 /// together, and `STORE` is the kind of `p.out_mode`.
 #[inline(always)]
-unsafe fn consume_reduction<E: WgmmaElement, const BN: u32, const STORE: u32>(
+unsafe fn consume_reduction<
+    E: WgmmaElement,
+    const BN: u32,
+    const CLUSTER: u32,
+    const STORE: u32,
+>(
     p: &GemmParams,
     ends: u64,
     st: &Stages<BN, BM>,
-    walk: &Walk<1>,
+    walk: &Walk<CLUSTER>,
     tid: u32,
     map_c: u64,
 ) {
@@ -766,7 +787,7 @@ unsafe fn consume_reduction<E: WgmmaElement, const BN: u32, const STORE: u32>(
         // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
         let acc = unsafe {
             if active {
-                mainloop::consume_k::<E, false, false, BN, BM, true, 1, false, true>(
+                mainloop::consume_k::<E, false, false, BN, BM, true, CLUSTER, false, true>(
                     end - start,
                     st,
                     wg,
@@ -775,7 +796,7 @@ unsafe fn consume_reduction<E: WgmmaElement, const BN: u32, const STORE: u32>(
                     || {},
                 )
             } else {
-                mainloop::consume_k::<E, false, false, BN, BM, false, 1, false, true>(
+                mainloop::consume_k::<E, false, false, BN, BM, false, CLUSTER, false, true>(
                     end - start,
                     st,
                     wg,
