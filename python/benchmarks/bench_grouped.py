@@ -3,7 +3,7 @@
 markdown table.
 
 Shapes: 128 experts, top-8 routing (tokens × 8 rows routed), hidden 2048 or 4096, expert
-width 768 or 1536, 4k and 16k tokens; routing balanced or Zipf-like (expert i drawn with
+width 768 or 1536, 4k and 16k tokens (``--only`` for others); routing balanced or Zipf-like (expert i drawn with
 weight 1/(i+1)). Each shape is timed for the experts' forward (``[T·8, H] × [E, H, W]``)
 and for forward + backward (the input gradient and the experts' weight gradient).
 
@@ -23,6 +23,7 @@ have the bits of the dense ``sgemm_bi.matmul`` of those rows (two experts sample
     ... --ours-vs-torch   # only F.grouped_mm and ours with device offsets (A/B runs)
     ... --passes    # dx and dw rows beside fwd and fwd+bwd
     ... --only 4096:2048   # the shapes of 4096 tokens and hidden 2048 only
+    ... --only 65536:4096  # 64k tokens, hidden 4096
 
 Exits 2 without PyTorch or a CUDA GPU.
 """
@@ -127,19 +128,22 @@ def main() -> int:
                     help="also time the input gradient (dx) and the experts' weight "
                          "gradient (dw) alone")
     ap.add_argument("--only", action="append", default=[], metavar="TOKENS:HIDDEN",
-                    help="only the shapes of these tokens and hidden size, e.g. 4096:2048 "
-                         "(repeatable)")
+                    help="only the shapes of these tokens (any number) and hidden size "
+                         "(2048 or 4096), e.g. 4096:2048 or 65536:4096 (repeatable)")
     args = ap.parse_args()
     if IMPORT_ERROR is not None or not torch.cuda.is_available():
         print(f"needs torch and a CUDA GPU ({IMPORT_ERROR or 'no GPU'})", file=sys.stderr)
         return 2
     dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(0)
-    shapes = [(t, h, f, z) for t in (4096, 16384) for h, f in ((2048, 768), (4096, 1536))
-              for z in (False, True)]
+    widths = {2048: 768, 4096: 1536}
+    layers = [(t, h) for t in (4096, 16384) for h in widths]
     if args.only:
-        wanted = {tuple(int(v) for v in o.split(":")) for o in args.only}
-        shapes = [s for s in shapes if (s[0], s[1]) in wanted]
+        layers = [tuple(int(v) for v in o.split(":")) for o in args.only]
+        unknown = sorted({h for _, h in layers} - widths.keys())
+        if unknown:
+            ap.error(f"--only: hidden sizes are {sorted(widths)}, not {unknown}")
+    shapes = [(t, h, widths[h], z) for t, h in layers for z in (False, True)]
     samples = args.samples
     if args.quick:
         shapes, samples = [(4096, 2048, 768, False), (4096, 2048, 768, True)], 5
