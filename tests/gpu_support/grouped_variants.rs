@@ -93,6 +93,46 @@ fn rows_call(
     }
 }
 
+/// Captures `gg` with `offsets` on the device (no bias) and replays it twice, each time over
+/// `c0`, asserting the CPU engine's bits; returns the replays checked.
+fn replays_the_cpu_bits(
+    gpu: &Engine,
+    cpu: &Engine,
+    stream: &RawStream,
+    gg: &GroupedGemm,
+    offsets: &[i32],
+    [a, b, c0]: [&HostBuf; 3],
+) -> usize {
+    let mut want = c0.clone();
+    cpu.grouped_gemm_host(gg, offsets, a.slice(), b.slice(), None, want.slice_mut())
+        .expect("CPU grouped call");
+    let (d_a, d_b) = (DeviceBuf::upload(a), DeviceBuf::upload(b));
+    let d_offsets = offsets_on_device(offsets);
+    let d_c = DeviceBuf::upload(c0);
+    let p = GemmPointers {
+        a: d_a.at(0),
+        b: d_b.at(0),
+        bias: std::ptr::null(),
+        c: d_c.at(0),
+    };
+    let on_device = GroupOffsets::Device(d_offsets.at(0).cast_const().cast());
+    // SAFETY: the buffers hold the whole call's spans and outlive the graph.
+    let graph = unsafe { CapturedGrouped::new(gpu, stream, gg, on_device, p) }
+        .unwrap_or_else(|e| panic!("capture: {e}"));
+    for replay in 0..2 {
+        d_c.upload_from(c0);
+        graph.replay(stream);
+        let mut got = c0.clone();
+        d_c.download_into(&mut got);
+        assert_eq!(
+            first_difference(&got, &want),
+            None,
+            "replay {replay}: (output, GPU bits, CPU bits)"
+        );
+    }
+    2
+}
+
 /// Every output of the rows split with `variable` set to `value` (`SGEMM_BI_GROUPED_ORDER`
 /// `static` or `dynamic`, `SGEMM_BI_GROUPED_CLUSTER` `2`) is the CPU engine's bits:
 /// balanced and Zipf-like routings, empty groups (first, inside, last), all rows in one
@@ -117,35 +157,8 @@ pub fn the_rows_split_gives_the_cpu_bits(variable: &str, value: &str) {
     let a = HostBuf::random(DType::BF16, rows * k, &mut rng);
     let b = HostBuf::random(DType::BF16, groups * k * n, &mut rng);
     let (_, offsets) = routings(&mut rng, groups, rows).swap_remove(1);
-    let poison = HostBuf::poison(DType::BF16, rows * n);
-    let mut want = poison.clone();
-    cpu.grouped_gemm_host(&gg, &offsets, a.slice(), b.slice(), None, want.slice_mut())
-        .expect("CPU grouped call");
-    let (d_a, d_b) = (DeviceBuf::upload(&a), DeviceBuf::upload(&b));
-    let d_offsets = offsets_on_device(&offsets);
-    let d_c = DeviceBuf::upload(&poison);
-    let p = GemmPointers {
-        a: d_a.at(0),
-        b: d_b.at(0),
-        bias: std::ptr::null(),
-        c: d_c.at(0),
-    };
-    let on_device = GroupOffsets::Device(d_offsets.at(0).cast_const().cast());
-    // SAFETY: the buffers hold the whole call's spans and outlive the graph.
-    let graph = unsafe { CapturedGrouped::new(&gpu, &stream, &gg, on_device, p) }
-        .unwrap_or_else(|e| panic!("capture: {e}"));
-    for replay in 0..2 {
-        d_c.upload_from(&poison);
-        graph.replay(&stream);
-        let mut got = poison.clone();
-        d_c.download_into(&mut got);
-        assert_eq!(
-            first_difference(&got, &want),
-            None,
-            "replay {replay}: (output, GPU bits, CPU bits)"
-        );
-        checked += 1;
-    }
+    let c0 = HostBuf::poison(DType::BF16, rows * n);
+    checked += replays_the_cpu_bits(&gpu, &cpu, &stream, &gg, &offsets, [&a, &b, &c0]);
     for dtype in [DType::BF16, DType::F16] {
         for b_col_major in [true, false] {
             // Each store once without a bias; the 16-bit one with an f32 and a 16-bit bias.
@@ -302,34 +315,7 @@ pub fn the_reduction_split_gives_the_cpu_bits(variable: &str, value: &str) {
     let a = HostBuf::random(DType::BF16, hidden * tokens, &mut rng);
     let b = HostBuf::random(DType::BF16, tokens * n, &mut rng);
     let (_, offsets) = routings(&mut rng, groups, tokens).swap_remove(1);
-    let poison = HostBuf::poison(DType::BF16, c_len);
-    let mut want = poison.clone();
-    cpu.grouped_gemm_host(&gg, &offsets, a.slice(), b.slice(), None, want.slice_mut())
-        .expect("CPU grouped call");
-    let (d_a, d_b) = (DeviceBuf::upload(&a), DeviceBuf::upload(&b));
-    let d_offsets = offsets_on_device(&offsets);
-    let d_c = DeviceBuf::upload(&poison);
-    let p = GemmPointers {
-        a: d_a.at(0),
-        b: d_b.at(0),
-        bias: std::ptr::null(),
-        c: d_c.at(0),
-    };
-    let on_device = GroupOffsets::Device(d_offsets.at(0).cast_const().cast());
-    // SAFETY: the buffers hold the whole call's spans and outlive the graph.
-    let graph = unsafe { CapturedGrouped::new(&gpu, &stream, &gg, on_device, p) }
-        .unwrap_or_else(|e| panic!("capture: {e}"));
-    for replay in 0..2 {
-        d_c.upload_from(&poison);
-        graph.replay(&stream);
-        let mut got = poison.clone();
-        d_c.download_into(&mut got);
-        assert_eq!(
-            first_difference(&got, &want),
-            None,
-            "replay {replay}: (output, GPU bits, CPU bits)"
-        );
-        checked += 1;
-    }
+    let c0 = HostBuf::poison(DType::BF16, c_len);
+    checked += replays_the_cpu_bits(&gpu, &cpu, &stream, &gg, &offsets, [&a, &b, &c0]);
     assert_eq!(checked, 2 * 3 * 5 + 2);
 }
