@@ -93,6 +93,56 @@ fn rows_call(
     }
 }
 
+/// A call's inputs, on the host (for the CPU engine) and on the device.
+struct Inputs<'a> {
+    a: (&'a HostBuf, &'a DeviceBuf),
+    b: (&'a HostBuf, &'a DeviceBuf),
+    bias: Option<(&'a HostBuf, &'a DeviceBuf)>,
+}
+
+/// Runs `gg` once on the GPU with `offsets` on the device, over `c0`, and on the CPU engine
+/// from the same inputs and `c0`; the first output whose bits differ (index, GPU bits, CPU
+/// bits), if any. `what` names the call in a failure's message.
+fn gpu_and_cpu_differ(
+    [gpu, cpu]: [&Engine; 2],
+    stream: &RawStream,
+    gg: &GroupedGemm,
+    offsets: &[i32],
+    inputs: &Inputs,
+    c0: &HostBuf,
+    what: &str,
+) -> Option<(usize, u32, u32)> {
+    let mut want = c0.clone();
+    let host_bias = inputs.bias.map(|(h, _)| h.slice());
+    cpu.grouped_gemm_host(
+        gg,
+        offsets,
+        inputs.a.0.slice(),
+        inputs.b.0.slice(),
+        host_bias,
+        want.slice_mut(),
+    )
+    .expect("CPU grouped call");
+    let d_offsets = offsets_on_device(offsets);
+    let d_c = DeviceBuf::upload(c0);
+    let p = GemmPointers {
+        a: inputs.a.1.at(0),
+        b: inputs.b.1.at(0),
+        bias: inputs
+            .bias
+            .map_or(std::ptr::null(), |(_, d)| d.at(0).cast_const()),
+        c: d_c.at(0),
+    };
+    let on_device = GroupOffsets::Device(d_offsets.at(0).cast_const().cast());
+    // SAFETY: every buffer holds the whole call's span; synchronized below.
+    unsafe { gpu.grouped_gemm(gg, on_device, p, stream.handle()) }
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    stream.sync();
+    let mut got = c0.clone();
+    d_c.download_into(&mut got);
+    first_difference(&got, &want)
+}
+
 /// Captures `gg` with `offsets` on the device (no bias) and replays it twice, each time over
 /// `c0`, asserting the CPU engine's bits; returns the replays checked.
 fn replays_the_cpu_bits(
@@ -180,34 +230,16 @@ pub fn the_rows_split_gives_the_cpu_bits(variable: &str, value: &str) {
                         "{dtype} B {} bias {bias:?} out {out} {routing}",
                         if b_col_major { "col" } else { "row" }
                     );
-                    let mut want = poison.clone();
-                    cpu.grouped_gemm_host(
-                        &gg,
-                        &offsets,
-                        a.slice(),
-                        b.slice(),
-                        bias_values.as_ref().map(HostBuf::slice),
-                        want.slice_mut(),
-                    )
-                    .expect("CPU grouped call");
-                    let d_offsets = offsets_on_device(&offsets);
-                    let d_c = DeviceBuf::upload(&poison);
-                    let p = GemmPointers {
-                        a: d_a.at(0),
-                        b: d_b.at(0),
-                        bias: d_bias
-                            .as_ref()
-                            .map_or(std::ptr::null(), |b| b.at(0).cast_const()),
-                        c: d_c.at(0),
+                    let inputs = Inputs {
+                        a: (&a, &d_a),
+                        b: (&b, &d_b),
+                        bias: bias_values.as_ref().zip(d_bias.as_ref()),
                     };
-                    let on_device = GroupOffsets::Device(d_offsets.at(0).cast_const().cast());
-                    // SAFETY: every buffer holds the whole call's span; synchronized below.
-                    unsafe { gpu.grouped_gemm(&gg, on_device, p, stream.handle()) }
-                        .unwrap_or_else(|e| panic!("{what}: {e}"));
-                    stream.sync();
-                    let mut got = poison.clone();
-                    d_c.download_into(&mut got);
-                    if let Some((i, g, w)) = first_difference(&got, &want) {
+                    let engines = [&gpu, &cpu];
+                    let differ = gpu_and_cpu_differ(
+                        engines, &stream, &gg, &offsets, &inputs, &poison, &what,
+                    );
+                    if let Some((i, g, w)) = differ {
                         panic!(
                             "{what}: output {i} (row {}, column {}) is {g:#x}, the CPU's {w:#x}",
                             i / n,
@@ -280,25 +312,15 @@ pub fn the_reduction_split_gives_the_cpu_bits(variable: &str, value: &str) {
             };
             for (routing, offsets) in routings(&mut rng, groups, tokens) {
                 let what = format!("{dtype} out {out:?} {routing}");
-                let mut want = c0.clone();
-                cpu.grouped_gemm_host(&gg, &offsets, a.slice(), b.slice(), None, want.slice_mut())
-                    .expect("CPU grouped call");
-                let d_offsets = offsets_on_device(&offsets);
-                let d_c = DeviceBuf::upload(&c0);
-                let p = GemmPointers {
-                    a: d_a.at(0),
-                    b: d_b.at(0),
-                    bias: std::ptr::null(),
-                    c: d_c.at(0),
+                let inputs = Inputs {
+                    a: (&a, &d_a),
+                    b: (&b, &d_b),
+                    bias: None,
                 };
-                let on_device = GroupOffsets::Device(d_offsets.at(0).cast_const().cast());
-                // SAFETY: every buffer holds the whole call's span; synchronized below.
-                unsafe { gpu.grouped_gemm(&gg, on_device, p, stream.handle()) }
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
-                stream.sync();
-                let mut got = c0.clone();
-                d_c.download_into(&mut got);
-                if let Some((i, g, w)) = first_difference(&got, &want) {
+                let engines = [&gpu, &cpu];
+                let differ =
+                    gpu_and_cpu_differ(engines, &stream, &gg, &offsets, &inputs, &c0, &what);
+                if let Some((i, g, w)) = differ {
                     let (group, within) = (i / (hidden * n), i % (hidden * n));
                     panic!(
                         "{what}: group {group} output ({}, {}) is {g:#x}, the CPU's {w:#x}",
