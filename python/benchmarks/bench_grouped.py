@@ -136,6 +136,8 @@ def main() -> int:
         return 2
     dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(0)
+    # The operands are drawn on the GPU: at 64k tokens × 4096, x alone is 2^31 normals.
+    dev_gen = torch.Generator(device=dev).manual_seed(0)
     widths = {2048: 768, 4096: 1536}
     layers = [(t, h) for t in (4096, 16384) for h in widths]
     if args.only:
@@ -159,9 +161,10 @@ def main() -> int:
         offs = routing(tokens, EXPERTS, zipf, gen).to(dev)
         offs_host = offs.cpu()
         rows = tokens * TOP_K
-        x = torch.randn(rows, hidden, generator=gen).to(dev, torch.bfloat16)
-        w = (torch.randn(EXPERTS, width, hidden, generator=gen) * 0.02).to(dev, torch.bfloat16)
-        dy = torch.randn(rows, width, generator=gen).to(dev, torch.bfloat16)
+        bf16 = {"generator": dev_gen, "device": dev, "dtype": torch.bfloat16}
+        x = torch.randn(rows, hidden, **bf16)
+        w = torch.randn(EXPERTS, width, hidden, **bf16) * 0.02
+        dy = torch.randn(rows, width, **bf16)
         check(x, w, offs)
         ends = offs_host.tolist()
         starts = [0] + ends[:-1]
