@@ -712,6 +712,12 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_hopper_grouped_bf16_c_n256_dyn Bf16, true, 256, 1, true;
                     sgemm_bi_hopper_grouped_f16_r_n256_dyn F16, false, 256, 1, true;
                     sgemm_bi_hopper_grouped_f16_c_n256_dyn F16, true, 256, 1, true;
+                    // Both: the block of rank 0 takes the tiles from the counter and names
+                    // each to its peer.
+                    sgemm_bi_hopper_grouped_bf16_r_n256_x2_dyn Bf16, false, 256, 2, true;
+                    sgemm_bi_hopper_grouped_bf16_c_n256_x2_dyn Bf16, true, 256, 2, true;
+                    sgemm_bi_hopper_grouped_f16_r_n256_x2_dyn F16, false, 256, 2, true;
+                    sgemm_bi_hopper_grouped_f16_c_n256_x2_dyn F16, true, 256, 2, true;
                 }
                 // Grouped, the reduction split (the experts' weight gradient: Xᵀ · dY over each
                 // group's tokens, A M-contiguous and B N-contiguous).

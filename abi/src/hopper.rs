@@ -119,6 +119,9 @@ pub const BARRIER_BYTES: u32 = 2 * MAX_STAGES * 8;
 /// Bytes for one word per stage beside the barriers: the grouped kernels' dynamic tile
 /// order names in it the tile whose first K tile the stage holds.
 pub const TILE_WORD_BYTES: u32 = MAX_STAGES * 4;
+/// Bytes for one barrier per stage after the tile words: in the dynamic order with clusters,
+/// the block of rank 0 names the next tile in its peer's tile word and signals it there.
+pub const ANNOUNCE_BYTES: u32 = MAX_STAGES * 8;
 /// Bytes of one piece of the epilogue's output: 64 rows (one consumer warpgroup's) of 128
 /// bytes (64 bf16/f16 or 32 f32 columns), one 128B-swizzled box of C's tensor map.
 pub const EPILOGUE_PIECE_BYTES: u32 = WG_M * 128;
@@ -129,8 +132,10 @@ pub const EPILOGUE_BUFFERS: u32 = 2;
 /// swizzle needs).
 pub const EPILOGUE_AREA: u32 = MAX_CONSUMERS * EPILOGUE_BUFFERS * EPILOGUE_PIECE_BYTES;
 /// Dynamic shared memory a block needs: the stages, the epilogue's pieces, the barriers and
-/// the tile words, and slack to align the stages to 1024 bytes (128B swizzle).
-pub const SMEM_BYTES: u32 = 1024 + STAGE_AREA + EPILOGUE_AREA + BARRIER_BYTES + TILE_WORD_BYTES;
+/// the tile words and their announcement barriers, and slack to align the stages to 1024
+/// bytes (128B swizzle).
+pub const SMEM_BYTES: u32 =
+    1024 + STAGE_AREA + EPILOGUE_AREA + BARRIER_BYTES + TILE_WORD_BYTES + ANNOUNCE_BYTES;
 /// The most dynamic shared memory an sm_90 block may use (227 KiB).
 pub const SMEM_LIMIT: u32 = 227 * 1024;
 

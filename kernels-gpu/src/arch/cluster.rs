@@ -67,3 +67,41 @@ pub unsafe fn mbarrier_arrive_cluster(bar: u32) {
         )
     };
 }
+
+/// `st.shared::cluster.u32 [addr], v`: a store to the shared::cluster address `addr`
+/// (possibly another CTA's, from [`mapa_shared_cluster`]).
+///
+/// # Safety
+/// `addr` is 4-byte aligned shared memory of a CTA of this cluster that is still running,
+/// which no other thread accesses until a barrier orders it after this store.
+#[inline(always)]
+pub unsafe fn st_shared_cluster_b32(addr: u32, v: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "st.shared::cluster.u32 [{a}], {v};",
+            a = in(reg32) addr,
+            v = in(reg32) v,
+            options(nostack)
+        )
+    };
+}
+
+/// `mbarrier.arrive.release.cluster.shared::cluster.b64`: one arrival on the barrier at
+/// shared::cluster address `bar` (another CTA's), releasing this thread's earlier writes at
+/// cluster scope: for a barrier that hands over data stored with [`st_shared_cluster_b32`],
+/// which [`mbarrier_arrive_cluster`]'s CTA-scope release would not order for the peer.
+///
+/// # Safety
+/// `bar` is an initialised barrier of a CTA of this cluster that is still running.
+#[inline(always)]
+pub unsafe fn mbarrier_arrive_release_cluster(bar: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{b}];",
+            b = in(reg32) bar,
+            options(nostack)
+        )
+    };
+}

@@ -73,3 +73,26 @@ pub unsafe fn mbarrier_try_wait_parity(bar: u32, parity: u32) -> bool {
     };
     done != 0
 }
+
+/// `mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64`: as
+/// [`mbarrier_try_wait_parity`], acquiring at cluster scope, so that once the phase has
+/// completed this thread sees what a peer CTA stored before its releasing arrival
+/// (`arch::cluster::mbarrier_arrive_release_cluster`).
+///
+/// # Safety
+/// `bar` is an initialised barrier.
+#[inline(always)]
+pub unsafe fn mbarrier_try_wait_parity_cluster(bar: u32, parity: u32) -> bool {
+    let done: u32;
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [{b}], {ph}; selp.u32 {r}, 1, 0, p; }}",
+            b = in(reg32) bar,
+            ph = in(reg32) parity,
+            r = out(reg32) done,
+            options(nostack)
+        )
+    };
+    done != 0
+}

@@ -24,7 +24,10 @@
 //!   index in its first stage's tile word before the stage's arrival (the full barrier's
 //!   release and the consumers' acquiring wait order it); a tile with no copies — the rows
 //!   past the last group's end — and the end of the walk are announced by a plain arrival
-//!   on a stage of their own. Which block runs a tile cannot change its bits;
+//!   on a stage of their own. In clusters the counter hands out cluster tiles, and only
+//!   the producer of rank 0 takes them: it names each in its peer's tile word too and
+//!   signals the peer's producer on a barrier of that stage ([`Herald`]). Which block runs
+//!   a tile cannot change its bits;
 //! - the store: a consumer warpgroup whose 64 rows all lie before the group's end stores them
 //!   as the dense kernels do (pieces staged in shared memory, the copy engine's stores); the
 //!   one that holds a group's last rows stores from registers, each pair of columns of a row
@@ -41,13 +44,18 @@
 //! see; these it cannot.
 
 use super::config::a_bytes;
-use super::config::{BM, BOX_BYTES, CONSUMER_REGS, PRODUCER_REGS, SWIZZLE_ELEMS, WG_M};
+use super::config::{BM, BOX_BYTES, CONSUMER_REGS, MAX_STAGES, PRODUCER_REGS, SWIZZLE_ELEMS, WG_M};
 use super::mainloop::{self, batch_coord, k_tiles, Stages};
 use super::walk::Walk;
 use super::ConsumerSchedule as _;
-use crate::arch::cluster::{cluster_ctarank, cluster_sync};
+use crate::arch::cluster::{
+    cluster_ctarank, cluster_sync, mapa_shared_cluster, mbarrier_arrive_release_cluster,
+    st_shared_cluster_b32,
+};
 use crate::arch::global::{atom_add_relaxed_gpu_u32, st_global_b32, st_global_v2_b32};
-use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_arrive_expect_tx};
+use crate::arch::mbarrier::{
+    mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_try_wait_parity_cluster,
+};
 use crate::arch::shared::{dyn_smem_base, ld_shared_b32, st_shared_b32};
 use crate::arch::sync::{
     bar_sync, griddepcontrol_launch_dependents, griddepcontrol_wait, setmaxnreg_dec,
@@ -223,7 +231,7 @@ unsafe fn check_ends(tid: u32, ends: u64, groups: u64, limit: u64, errors: u64) 
 /// cooperative schedule), in clusters of `CLUSTER` blocks along a group's rows (1: none; the
 /// blocks of a cluster share each stage's B tile, as the dense kernel's do); A is
 /// K-contiguous (the tokens' rows), B K-contiguous when `B_K`; the tiles in the dynamic
-/// order when `DYNAMIC` (no clusters), else in the static one (see the module docs).
+/// order when `DYNAMIC`, else in the static one (see the module docs).
 ///
 /// # Safety
 /// `p` describes the whole call (`p.m` the rows of every group, `p.batch` ≥ 1 groups, B
@@ -254,12 +262,6 @@ pub unsafe fn gemm<
     counter: u64,
     maps: [u64; 3],
 ) {
-    const {
-        assert!(
-            !DYNAMIC || CLUSTER == 1,
-            "the blocks of a cluster walk the same tiles: a counter would part them"
-        )
-    };
     let [map_a, map_b, map_c] = maps;
     let tid = _thread_idx_x() as u32;
     let wg = warp_uniform(tid / 128);
@@ -267,7 +269,12 @@ pub unsafe fn gemm<
     let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
     if tid == 0 {
         // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
-        unsafe { st.init(CLUSTER, super::Cooperative::readers(BM)) };
+        unsafe {
+            if DYNAMIC && CLUSTER > 1 {
+                st.init_announce();
+            }
+            st.init(CLUSTER, super::Cooperative::readers(BM));
+        }
     }
     // The peers signal this block's barriers: they must see them initialised.
     if CLUSTER > 1 {
@@ -308,7 +315,10 @@ pub unsafe fn gemm<
 /// and of its group's B (with clusters, its part of B to every block of the cluster), in the
 /// order the consumers read them. A block whose rows of a cluster tile all lie past the
 /// group's end copies no A (its consumers do not read it). In the dynamic order it also
-/// takes the tiles from the counter and announces each in its first stage (module docs).
+/// announces each tile in its first stage's tile word (module docs); the tiles come from
+/// the counter, and with clusters only the producer of rank 0 takes them: it stores each
+/// index in the peer's tile word of the same stage too and arrives on the peer's
+/// announcement barrier of that stage, on which the peer's producer waits for it ([`Herald`]).
 ///
 /// # Safety
 /// One thread of the block, the barriers initialised (with clusters, the cluster synchronised
@@ -327,15 +337,21 @@ unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32, const DYNA
     let mut it = 0u32;
     // SAFETY: forwarded contract.
     let mut tiles = unsafe { Groups::<CLUSTER>::new(p, ends, rank) };
+    let mut herald = Herald::<CLUSTER>::new(rank);
     // The dynamic order's first tile is the static one's (no wait on the counter to start),
-    // the later ones the counter's, after the grid's first tiles.
-    let mut index = _block_idx_x() as u32;
+    // the later ones the counter's, after the grid's first (cluster) tiles.
+    let mut index = _block_idx_x() as u32 / CLUSTER;
     let take_next = || {
         // SAFETY: the call's counter (forwarded contract); only atomics touch it.
-        _grid_dim_x() as u32 + unsafe { atom_add_relaxed_gpu_u32(counter, 1) }
+        _grid_dim_x() as u32 / CLUSTER + unsafe { atom_add_relaxed_gpu_u32(counter, 1) }
     };
     loop {
         if DYNAMIC {
+            if herald.follows() {
+                // SAFETY: initialised barriers; `it` is this producer's next stage, the one
+                // whose tile word the leader names this tile in.
+                index = unsafe { herald.receive(st, it) };
+            }
             tiles.seek(index);
         }
         // SAFETY: forwarded contract.
@@ -348,10 +364,11 @@ unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32, const DYNA
                     let s = it % Stages::<BN, BM>::COUNT;
                     let parity = (it / Stages::<BN, BM>::COUNT) & 1;
                     // SAFETY: initialised barriers; the word is the stage's, free once its
-                    // `empty` phase completed (every consumer warp read it before).
+                    // `empty` phase completed (every consumer warp of the cluster read it
+                    // before).
                     unsafe {
                         Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
-                        st_shared_b32(st.tile_word(s), index);
+                        herald.name(st, s, index);
                         mbarrier_arrive(st.full(s));
                     }
                     it += 1;
@@ -359,7 +376,7 @@ unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32, const DYNA
                 if next.is_none() {
                     break;
                 }
-                if DYNAMIC {
+                if DYNAMIC && !herald.follows() {
                     index = take_next();
                 }
                 continue;
@@ -385,7 +402,7 @@ unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32, const DYNA
                 Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
                 if DYNAMIC && kt == 0 {
                     // Before the arrival, whose release orders it for the consumers.
-                    st_shared_b32(st.tile_word(s), index);
+                    herald.name(st, s, index);
                 }
                 mbarrier_arrive_expect_tx(full, bytes);
                 if has_rows {
@@ -395,12 +412,92 @@ unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32, const DYNA
             }
             it += 1;
         }
-        if DYNAMIC {
+        if DYNAMIC && !herald.follows() {
             index = take_next();
         }
     }
     // SAFETY: this block's producer, after its last copy.
     unsafe { mainloop::drain_peers::<BN, BM, CLUSTER>(st, it) };
+}
+
+/// How the dynamic order's producers name a tile in a stage's tile word. Without clusters a
+/// producer writes its own. In a cluster the blocks must walk the same tiles, so one counter
+/// read serves both: the producer of rank 0 (the leader) writes the index into its own tile
+/// word and into its peer's, then arrives on the peer's announcement barrier of the stage
+/// (a cluster-scope release); the peer's producer (the follower) waits there (a
+/// cluster-scope acquire) and reads its own tile word, which its consumers read in turn after
+/// its arrival on the stage's `full` barrier. Both producers take the same stages for the
+/// same tiles, so the follower knows which stage carries each announcement.
+///
+/// Why the leader may overwrite the peer's tile word of stage s: it does so only after its
+/// own wait on the stage's `empty` barrier, which counts every consumer warp of the cluster;
+/// the peer's consumers read the word before they release the stage, and its producer read it
+/// before its own arrival on the stage's `full` barrier, which the consumers waited for. The
+/// same argument keeps the follower at most one phase behind on each announcement barrier,
+/// so a parity names the phase.
+struct Herald<const CLUSTER: u32> {
+    rank: u32,
+    /// The follower's parity of each stage's announcement barrier, one bit per stage.
+    phases: u32,
+}
+
+impl<const CLUSTER: u32> Herald<CLUSTER> {
+    #[inline(always)]
+    fn new(rank: u32) -> Self {
+        const {
+            assert!(CLUSTER <= 2, "one leader and one follower");
+            assert!(MAX_STAGES <= 32, "a parity bit per stage");
+        };
+        Herald { rank, phases: 0 }
+    }
+
+    /// Whether this block's tiles come from the peer's announcements.
+    #[inline(always)]
+    fn follows(&self) -> bool {
+        CLUSTER > 1 && self.rank != 0
+    }
+
+    /// The follower's wait for the tile the leader named in stage `it % COUNT`.
+    ///
+    /// # Safety
+    /// The follower's producer thread, `it` the stage of its next tile; initialised
+    /// announcement barriers.
+    #[inline(always)]
+    unsafe fn receive<const BN: u32>(&mut self, st: &Stages<BN, BM>, it: u32) -> u32 {
+        let s = it % Stages::<BN, BM>::COUNT;
+        let parity = (self.phases >> s) & 1;
+        self.phases ^= 1 << s;
+        // SAFETY: initialised barrier (forwarded contract); after the acquire the word holds
+        // the leader's index for this stage use (see the type's docs).
+        unsafe {
+            while !mbarrier_try_wait_parity_cluster(st.announce(s), parity) {}
+            ld_shared_b32(st.tile_word(s))
+        }
+    }
+
+    /// Names tile `index` in stage `s`'s tile word (the leader: in the peer's too).
+    ///
+    /// # Safety
+    /// This block's producer thread, after its wait on stage `s`'s `empty` phase and before
+    /// its arrival on the stage's `full` barrier.
+    #[inline(always)]
+    unsafe fn name<const BN: u32>(&self, st: &Stages<BN, BM>, s: u32, index: u32) {
+        if self.follows() {
+            // The leader wrote it (`receive`).
+            return;
+        }
+        // SAFETY: the stage's word is free (forwarded contract).
+        unsafe { st_shared_b32(st.tile_word(s), index) };
+        if CLUSTER > 1 {
+            let peer = 1;
+            // SAFETY: the peer's word is free too (the type's docs); the peer runs until it
+            // has received every announcement, the last one included.
+            unsafe {
+                st_shared_cluster_b32(mapa_shared_cluster(st.tile_word(s), peer), index);
+                mbarrier_arrive_release_cluster(mapa_shared_cluster(st.announce(s), peer));
+            }
+        }
+    }
 }
 
 /// The consumers' next tile: in the static order the cursor's, in the dynamic order the one

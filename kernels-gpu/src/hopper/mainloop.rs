@@ -13,7 +13,7 @@
 use super::config::{
     a_bytes, b_bytes, k_slices, slice_bytes, stage_bytes, stage_pitch, stages, BARRIER_BYTES, BK,
     BOX_BYTES, EPILOGUE_AREA, EPILOGUE_BUFFERS, EPILOGUE_PIECE_BYTES, MAX_STAGES, MMA_K,
-    STAGE_AREA, SWIZZLE_ELEMS, WG_M,
+    STAGE_AREA, SWIZZLE_ELEMS, TILE_WORD_BYTES, WG_M,
 };
 use super::walk::Walk;
 use crate::arch::cluster::{mapa_shared_cluster, mbarrier_arrive_cluster};
@@ -79,6 +79,27 @@ impl<const BN: u32, const BM: u32> Stages<BN, BM> {
     #[inline(always)]
     pub(super) fn tile_word(&self, s: u32) -> u32 {
         self.base + STAGE_AREA + EPILOGUE_AREA + BARRIER_BYTES + 4 * s
+    }
+    /// Stage `s`'s announcement barrier, after the tile words: in the dynamic order with
+    /// clusters, the producer of rank 0 stores the next tile's index in its peer's tile
+    /// word of the stage and arrives here, in the peer (`super::grouped`).
+    #[inline(always)]
+    pub(super) fn announce(&self, s: u32) -> u32 {
+        self.base + STAGE_AREA + EPILOGUE_AREA + BARRIER_BYTES + TILE_WORD_BYTES + 8 * s
+    }
+
+    /// Initialises the announcement barriers (one arrival each). One thread calls it, before
+    /// the cluster-wide barrier.
+    ///
+    /// # Safety
+    /// As for [`Self::init`].
+    #[inline(always)]
+    pub unsafe fn init_announce(&self) {
+        for s in 0..Self::COUNT {
+            // SAFETY: forwarded contract; nothing else touches the barriers yet.
+            unsafe { mbarrier_init(self.announce(s), 1) };
+        }
+        fence_mbarrier_init();
     }
 
     /// Shared address of consumer warpgroup `wg`'s epilogue pieces (EPILOGUE_BUFFERS of
