@@ -3,10 +3,9 @@
 //! reduction split, neighbouring tiles of M share each stage's dY tile). The planner picks
 //! them for the reduction split's 256-column tiles, not for the rows split, which a benchmark
 //! may force: the same checks as the tile orders' (`tests/gpu_support/grouped_variants.rs`).
-//! The rows split's clusters take the dynamic order here (the planner's default order: the
-//! block of rank 0 takes each tile from the counter and names it to its peer);
-//! `tests/gpu_grouped_clusters_static.rs` checks them in the static one. A test binary of its
-//! own, because the engine reads the variable once per device and process.
+//! The rows split's clusters run in the dynamic order (the only one built for them: the
+//! block of rank 0 takes each tile from the counter and names it to its peer). A test binary
+//! of its own, because the engine reads the variable once per device and process.
 //!
 //! Needs a GPU: `bash .gpu/run gpu_grouped_clusters` on the GPU host.
 

@@ -11,7 +11,7 @@
 //! `sgemm_bi_hopper_<dtype>_<A layout><B layout>_n<BN>[_pp][_m<BM>][_x2]` (ping-pong
 //! consumers, `hopper::pingpong`; tiles of BM < 128 rows; clusters of two, along M for
 //! 128-row tiles and along N for the others, `hopper::walk`), and
-//! `sgemm_bi_hopper_grouped_<dtype>_<B layout>_n<BN>[_x2|_dyn]` and `sgemm_bi_hopper_grouped_k_<dtype>_n<BN>`
+//! `sgemm_bi_hopper_grouped_<dtype>_<B layout>_n<BN>[_dyn|_x2_dyn]` and `sgemm_bi_hopper_grouped_k_<dtype>_n<BN>`
 //! (the grouped forms, rows split and reduction split, `hopper::grouped`),
 //! and `sgemm_bi_scalar_<dtype>_<A layout><B layout>_sm90`: the 128 × 128 scalar tiles with more
 //! k steps per loop trip, which ptxas fits in 128 registers only for sm_90
