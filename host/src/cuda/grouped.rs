@@ -152,7 +152,7 @@ pub(crate) struct GroupedKernels {
 }
 
 /// Whether the grouped kernels run in clusters of two: the planner's choice (the reduction
-/// split's 256-column tiles, not the rows split), or forced either way for benchmarks and
+/// split's 256-column tiles; the rows split's with long groups, `rows_cluster`), or forced either way for benchmarks and
 /// tests (`SGEMM_BI_GROUPED_CLUSTER=1|2`, read once per device). Both give the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClusterChoice {
@@ -231,6 +231,26 @@ fn rows_variant(
     }
 }
 
+/// Mean rows per group from which the rows split runs in clusters of two.
+const CLUSTER_ROWS_PER_GROUP: usize = 2048;
+
+/// Blocks per cluster the rows split asks for (`rows_variant` still leaves clusters out
+/// where the dynamic order cannot run): two when forced, or on its own when the groups hold
+/// `CLUSTER_ROWS_PER_GROUP` rows or more on average, one otherwise.
+///
+/// Why (docs/perf-notes.md, "Grouped GEMM: the forward's dynamic order in clusters of two"):
+/// on an H100, two alternating runs at five MoE shapes (128 experts, top-8), the clusters
+/// took the forward's time 4–6 % below the plain dynamic kernel's at 65536 tokens and
+/// 4096 → 1536 (4096 rows per group), and left it within noise at 2048 → 768; with 256 rows
+/// per group (4096 tokens) they were 2–10 % slower, and at 1024 (16384 tokens) between.
+fn rows_cluster(clusters: ClusterChoice, m: usize, groups: usize) -> u32 {
+    match clusters {
+        ClusterChoice::Forced(c) => c,
+        ClusterChoice::Auto if m / groups.max(1) >= CLUSTER_ROWS_PER_GROUP => 2,
+        ClusterChoice::Auto => 1,
+    }
+}
+
 /// The reduction split's variant (an index of [`REDUCTION_VARIANTS`]) for tiles 256 wide
 /// when `wide` (else 128) and the clusters asked for: clusters of two for 256-column tiles
 /// (the only ones built so) unless forced off.
@@ -300,15 +320,7 @@ impl GroupedKernels {
                 dynamic: false,
             });
         }
-        // Clusters of two only when forced: on the H200 they gave the forward (in the static
-        // order) 0.92–1.00× of the plain kernel's speed at seven of eight MoE shapes and
-        // 1.11× at one (docs/perf-notes.md, "Grouped GEMM, version 3"), so the planner does
-        // not pick them yet; in the dynamic order (the only one they are built for now)
-        // they have not been timed.
-        let cluster = match self.clusters {
-            ClusterChoice::Forced(c) => c,
-            ClusterChoice::Auto => 1,
-        };
+        let cluster = rows_cluster(self.clusters, g.m, gg.groups());
         let v = rows_variant(w == 1, cluster, self.order, g.k, most, self.sms);
         let entry = TABLE[e][usize::from(g.b.layout == Layout::ColMajor)][v]
             .ok_or(Unsupported::NotBuilt)?;
@@ -459,6 +471,18 @@ mod tests {
         assert_eq!(reduction_variant(true, one), 1, "forced off");
         assert_eq!(reduction_variant(false, auto), 0, "128 columns");
         assert_eq!(reduction_variant(false, two), 0, "128 columns");
+    }
+
+    /// The rows split asks for clusters when forced, or from 2048 rows per group on average.
+    #[test]
+    fn the_rows_split_takes_clusters_for_long_groups() {
+        let auto = ClusterChoice::Auto;
+        assert_eq!(rows_cluster(auto, 65536 * 8, 128), 2, "4096 rows a group");
+        assert_eq!(rows_cluster(auto, 2048 * 128, 128), 2, "2048 rows a group");
+        assert_eq!(rows_cluster(auto, 2047 * 128, 128), 1, "just under");
+        assert_eq!(rows_cluster(auto, 4096 * 8, 128), 1, "256 rows a group");
+        assert_eq!(rows_cluster(ClusterChoice::Forced(1), 65536 * 8, 128), 1);
+        assert_eq!(rows_cluster(ClusterChoice::Forced(2), 4096, 128), 2);
     }
 
     /// The dynamic order by default and when asked, never when forced off, only for 256-column
