@@ -15,8 +15,10 @@
 //! (otherwise the driver compiles the PTX on first use, and a warning says so).
 //! `SGEMM_BI_UPDATE_PTX=1` (with `SGEMM_BI_PTXAS`) rewrites the vendored files.
 //!
-//! The published crate carries `vendored/` but not the kernels' sources (`kernels-gpu/`,
-//! `abi/`): built from a registry it always embeds the vendored images, nightly or not.
+//! `vendored/` is a package of its own, `sgemm-bi-images` (the images would fill most of
+//! crates.io's 10 MB per crate). The published crate depends on it and carries neither it nor
+//! the kernels' sources (`kernels-gpu/`, `abi/`): built from a registry it always embeds the
+//! images of `sgemm-bi-images`, nightly or not.
 
 use std::env;
 use std::fmt::Write as _;
@@ -74,7 +76,7 @@ const MODULES: &[Module] = &[
     },
 ];
 
-/// Where the vendored images live, relative to the crate root.
+/// The vendored images' directory in a clone, as messages name it.
 const VENDORED: &str = "vendored";
 
 /// zstd levels: the vendored files are written once, so as small as zstd makes them; images
@@ -100,7 +102,12 @@ struct ModuleImages {
 fn main() {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let kernels = root.join("kernels-gpu");
-    let vendored_dir = root.join(VENDORED);
+    // The sgemm-bi-images package (its build script names its directory): `vendored/` in a
+    // clone, the registry's unpacked copy otherwise.
+    let vendored_dir = PathBuf::from(
+        env::var_os("DEP_SGEMM_BI_IMAGES_DIR")
+            .expect("sgemm-bi-images (a dependency) names its directory in its links metadata"),
+    );
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     for p in ["src", "Cargo.toml"] {
         println!("cargo:rerun-if-changed={}", kernels.join(p).display());
@@ -187,6 +194,11 @@ fn main() {
     };
     write_images_rs(&out, &images);
     println!("cargo:rustc-env=SGEMM_BI_PTX_SOURCE={source}");
+    // For tests/ptx_vendored.rs, which compares the vendored files with a fresh build.
+    println!(
+        "cargo:rustc-env=SGEMM_BI_IMAGES_DIR={}",
+        vendored_dir.display()
+    );
     println!(
         "cargo:rustc-env=SGEMM_BI_PTXAS_VERSION={}",
         ptxas_version.unwrap_or_default()

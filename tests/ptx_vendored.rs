@@ -10,14 +10,12 @@ fn required(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| v == "1")
 }
 
-/// A vendored file, embedded at compile time so the test binary also runs where the
-/// sources are not, decompressed.
+/// A vendored file (from the sgemm-bi-images package, as build.rs found it), embedded at
+/// compile time so the test binary also runs where the sources are not, decompressed.
 macro_rules! vendored {
     ($file:literal) => {
-        zstd::decode_all(
-            &include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/vendored/", $file))[..],
-        )
-        .unwrap()
+        zstd::decode_all(&include_bytes!(concat!(env!("SGEMM_BI_IMAGES_DIR"), "/", $file))[..])
+            .unwrap()
     };
 }
 
