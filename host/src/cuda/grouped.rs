@@ -152,8 +152,9 @@ pub(crate) struct GroupedKernels {
 }
 
 /// Whether the grouped kernels run in clusters of two: the planner's choice (the reduction
-/// split's 256-column tiles; the rows split's with long groups, `rows_cluster`), or forced either way for benchmarks and
-/// tests (`SGEMM_BI_GROUPED_CLUSTER=1|2`, read once per device). Both give the same bits.
+/// split's 256-column tiles; the rows split's with long groups, `rows_cluster`), or forced
+/// either way for benchmarks and tests (`SGEMM_BI_GROUPED_CLUSTER=1|2`, read once per
+/// device). Both give the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClusterChoice {
     Auto,
