@@ -1,8 +1,9 @@
 //! The grouped kernels in clusters of two (`SGEMM_BI_GROUPED_CLUSTER=2`: in the rows split,
 //! neighbouring tiles of a group's rows share each stage's weight tile by multicast; in the
 //! reduction split, neighbouring tiles of M share each stage's dY tile). The planner picks
-//! them for the reduction split's 256-column tiles, not for the rows split, which a benchmark
-//! may force: the same checks as the tile orders' (`tests/gpu_support/grouped_variants.rs`).
+//! them for the reduction split's 256-column tiles and for the rows split's when the groups
+//! hold 2048 rows or more on average; forced here at every shape: the same checks as the tile
+//! orders' (`tests/gpu_support/grouped_variants.rs`).
 //! The rows split's clusters run in the dynamic order (the only one built for them: the
 //! block of rank 0 takes each tile from the counter and names it to its peer). A test binary
 //! of its own, because the engine reads the variable once per device and process.
