@@ -147,8 +147,13 @@ pub enum Family {
     },
     /// The grouped form for a split reduction (`hopper::grouped::gemm_reduction`, the
     /// experts' weight gradient): (BM, bn) tiles of each group's C over the group's K range,
-    /// in clusters of `cluster` blocks along M (sharing each stage's B tile).
-    HopperGroupedReduction { bn: u32, cluster: u32 },
+    /// in clusters of `cluster` blocks along M (sharing each stage's B tile); with `dynamic`,
+    /// each block (each cluster) takes its next tile from a counter when it is ready for one.
+    HopperGroupedReduction {
+        bn: u32,
+        cluster: u32,
+        dynamic: bool,
+    },
 }
 
 /// `.maxntid` and `.minnctapersm` of an entry: what rustc cannot say in Rust source, and
@@ -303,12 +308,17 @@ impl Family {
                 },
             ) => bn == bn2 && cluster == cluster2 && dynamic == dynamic2,
             (
-                Family::HopperGroupedReduction { bn, cluster },
+                Family::HopperGroupedReduction {
+                    bn,
+                    cluster,
+                    dynamic,
+                },
                 Family::HopperGroupedReduction {
                     bn: bn2,
                     cluster: cluster2,
+                    dynamic: dynamic2,
                 },
-            ) => bn == bn2 && cluster == cluster2,
+            ) => bn == bn2 && cluster == cluster2 && dynamic == dynamic2,
             _ => false,
         }
     }
@@ -388,8 +398,8 @@ pub const fn find(kind: &Kind) -> Option<usize> {
 ///   schedule (`Cooperative` or `PingPong`);
 /// - `hopper_grouped`: name, element, B K-contiguous, BN, cluster size, dynamic tile order
 ///   (A is K-contiguous: the tokens' rows);
-/// - `hopper_grouped_reduction`: name, element, BN, cluster size (A M-contiguous, B
-///   N-contiguous: the tokens' rows of Xᵀ and of dY).
+/// - `hopper_grouped_reduction`: name, element, BN, cluster size, dynamic tile order (A
+///   M-contiguous, B N-contiguous: the tokens' rows of Xᵀ and of dY).
 ///
 /// Those of the tiled scalar entries' columns that only the device code uses (steps,
 /// `cp.async`, cursors) are per entry because ptxas decides them: `tests/ptx_vendored.rs`
@@ -719,13 +729,18 @@ macro_rules! kernel_catalogue {
                 // Grouped, the reduction split (the experts' weight gradient: Xᵀ · dY over each
                 // group's tokens, A M-contiguous and B N-contiguous).
                 hopper_grouped_reduction {
-                    sgemm_bi_hopper_grouped_k_bf16_n128 Bf16, 128, 1;
-                    sgemm_bi_hopper_grouped_k_bf16_n256 Bf16, 256, 1;
-                    sgemm_bi_hopper_grouped_k_f16_n128 F16, 128, 1;
-                    sgemm_bi_hopper_grouped_k_f16_n256 F16, 256, 1;
+                    sgemm_bi_hopper_grouped_k_bf16_n128 Bf16, 128, 1, false;
+                    sgemm_bi_hopper_grouped_k_bf16_n256 Bf16, 256, 1, false;
+                    sgemm_bi_hopper_grouped_k_f16_n128 F16, 128, 1, false;
+                    sgemm_bi_hopper_grouped_k_f16_n256 F16, 256, 1, false;
                     // Clusters of two blocks along M sharing each stage's dY tile.
-                    sgemm_bi_hopper_grouped_k_bf16_n256_x2 Bf16, 256, 2;
-                    sgemm_bi_hopper_grouped_k_f16_n256_x2 F16, 256, 2;
+                    sgemm_bi_hopper_grouped_k_bf16_n256_x2 Bf16, 256, 2, false;
+                    sgemm_bi_hopper_grouped_k_f16_n256_x2 F16, 256, 2, false;
+                    // The same in the dynamic tile order: with uneven groups a tile's work
+                    // is its group's tokens, and the static order's equal counts of tiles
+                    // per block leave some blocks a long tile more than others.
+                    sgemm_bi_hopper_grouped_k_bf16_n256_x2_dyn Bf16, 256, 2, true;
+                    sgemm_bi_hopper_grouped_k_f16_n256_x2_dyn F16, 256, 2, true;
                 }
             }
         }
@@ -791,9 +806,9 @@ macro_rules! spec_table {
             Family::HopperGrouped { bn: $bn, cluster: $c, dynamic: $d });)*
     };
     (@specs $all:ident, $i:ident, $module:ident, hopper_grouped_reduction
-        $($name:ident $elem:ident, $bn:literal, $c:literal;)*) => {
+        $($name:ident $elem:ident, $bn:literal, $c:literal, $d:literal;)*) => {
         $(spec_table!(@one $all, $i, $name, $module, $elem, false, false,
-            Family::HopperGroupedReduction { bn: $bn, cluster: $c });)*
+            Family::HopperGroupedReduction { bn: $bn, cluster: $c, dynamic: $d });)*
     };
     (@tile wide) => { ScalarTile::Wide };
     (@tile narrow) => { ScalarTile::Narrow };

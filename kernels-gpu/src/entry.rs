@@ -182,7 +182,7 @@ macro_rules! define_entries {
         }
     )*};
 
-    (@hopper_grouped_reduction $($name:ident $elem:ident, $bn:literal, $c:literal;)*) => {$(
+    (@hopper_grouped_reduction $($name:ident $elem:ident, $bn:literal, $c:literal, $d:literal;)*) => {$(
         /// Grouped Hopper tensor-core GEMM entry point, reduction split (see
         /// `hopper::grouped::gemm_reduction`).
         ///
@@ -198,10 +198,11 @@ macro_rules! define_entries {
             let map_c = crate::kernel_param_generic_address!($name, 256);
             // SAFETY: forwarded launch contract.
             unsafe {
-                hopper::grouped::gemm_reduction::<$elem, $bn, $c>(
+                hopper::grouped::gemm_reduction::<$elem, $bn, $c, $d>(
                     &p.base.gemm,
                     p.group_ends,
                     p.errors,
+                    p.tile_counter,
                     [map_a, map_b, map_c],
                 )
             }

@@ -22,6 +22,7 @@ have the bits of the dense ``sgemm_bi.matmul`` of those rows (two experts sample
     ... --quick     # two shapes, few samples
     ... --ours-vs-torch   # only F.grouped_mm and ours with device offsets (A/B runs)
     ... --passes    # dx and dw rows beside fwd and fwd+bwd
+    ... --pass dw   # only the weight gradient's rows (repeatable)
     ... --only 4096:2048   # the shapes of 4096 tokens and hidden 2048 only
     ... --only 65536:4096  # 64k tokens, hidden 4096
 
@@ -127,6 +128,9 @@ def main() -> int:
     ap.add_argument("--passes", action="store_true",
                     help="also time the input gradient (dx) and the experts' weight "
                          "gradient (dw) alone")
+    ap.add_argument("--pass", dest="only_passes", action="append", default=[],
+                    choices=["fwd", "dx", "dw", "fwd+bwd"],
+                    help="time only this pass (repeatable; implies --passes)")
     ap.add_argument("--only", action="append", default=[], metavar="TOKENS:HIDDEN",
                     help="only the shapes of these tokens (any number) and hidden size "
                          "(2048 or 4096), e.g. 4096:2048 or 65536:4096 (repeatable)")
@@ -183,8 +187,10 @@ def main() -> int:
         flops = 2.0 * rows * hidden * width
         bytes_ = 2.0 * (rows * hidden + EXPERTS * hidden * width + rows * width)
         passes = [("fwd", 1), ("fwd+bwd", 3)]
-        if args.passes:
+        if args.passes or args.only_passes:
             passes = [("fwd", 1), ("dx", 1), ("dw", 1), ("fwd+bwd", 3)]
+        if args.only_passes:
+            passes = [(name, mult) for name, mult in passes if name in args.only_passes]
         for pass_, mult in passes:
             floor = max(mult * flops / PEAK_FLOPS, mult * bytes_ / PEAK_BW) * 1e6
 

@@ -74,19 +74,25 @@ const fn table() -> Table {
 
 const TABLE: Table = table();
 
-/// The reduction split's variants: (tile width, blocks per cluster). Clusters of two share
-/// each stage's dY tile (the group's tokens, the same for every tile of a column) between
-/// neighbouring tiles of M.
-const REDUCTION_VARIANTS: [(u32, u32); 3] = [(128, 1), (256, 1), (256, 2)];
+/// The reduction split's variants: (tile width, blocks per cluster, dynamic tile order).
+/// Clusters of two share each stage's dY tile (the group's tokens, the same for every tile
+/// of a column) between neighbouring tiles of M; the dynamic order hands each cluster its
+/// next tile when it is ready for one.
+const REDUCTION_VARIANTS: [(u32, u32, bool); 4] = [
+    (128, 1, false),
+    (256, 1, false),
+    (256, 2, false),
+    (256, 2, true),
+];
 
 /// The reduction split's entries, `[element (bf16, f16)][variant]`.
-const REDUCTION: [[Option<KernelId<GroupedHopperParams>>; 3]; 2] = {
+const REDUCTION: [[Option<KernelId<GroupedHopperParams>>; REDUCTION_VARIANTS.len()]; 2] = {
     let elements = [Element::Bf16, Element::F16];
-    let mut table = [[None; 3]; 2];
+    let mut table = [[None; REDUCTION_VARIANTS.len()]; 2];
     let mut e = 0;
     while e < 2 {
         let mut v = 0;
-        while v < 3 {
+        while v < REDUCTION_VARIANTS.len() {
             table[e][v] = id(Kind {
                 module: Module::Sm90a,
                 element: elements[e],
@@ -95,6 +101,7 @@ const REDUCTION: [[Option<KernelId<GroupedHopperParams>>; 3]; 2] = {
                 family: Family::HopperGroupedReduction {
                     bn: REDUCTION_VARIANTS[v].0,
                     cluster: REDUCTION_VARIANTS[v].1,
+                    dynamic: REDUCTION_VARIANTS[v].2,
                 },
             });
             assert!(table[e][v].is_some(), "a grouped tile without an entry");
@@ -171,15 +178,16 @@ impl ClusterChoice {
     }
 }
 
-/// The order in which the rows split's blocks take their tiles: static (block b takes
+/// The order in which the grouped kernels' blocks take their tiles: static (block b takes
 /// tiles b, b + grid, …) or dynamic (each block's next tile from a counter of the call when
 /// its producer is ready for one). `Auto` takes the dynamic order;
 /// `SGEMM_BI_GROUPED_ORDER=static|dynamic` (read once per device) forces either, for
-/// benchmarks and tests. Both give the same bits. The dynamic order is built for 256-column
-/// tiles, with or without clusters; 128-column tiles keep the static one, and so do
-/// clusters asked for where the dynamic order cannot run, without the clusters.
+/// benchmarks and tests. Both give the same bits. The rows split's dynamic order is built
+/// for 256-column tiles, with or without clusters; 128-column tiles keep the static one,
+/// and so do clusters asked for where the dynamic order cannot run, without the clusters.
+/// The reduction split's is built for its clusters of two (`reduction_variant`).
 ///
-/// Why dynamic at every K (docs/perf-notes.md, "Grouped GEMM, version 3"): at K = 4096 (the
+/// Why the rows split is dynamic at every K (docs/perf-notes.md, "Grouped GEMM, version 3"): at K = 4096 (the
 /// forward at 4096 → 1536) it took the forward on the H200 from 0.77–0.79× of
 /// `F.grouped_mm` to 0.94–1.02× (4096 tokens, balanced). At K = 2048 and 768 (2048 → 768)
 /// the static order was as fast for a pass repeated back to back, but not after another
@@ -253,18 +261,34 @@ fn rows_cluster(clusters: ClusterChoice, m: usize, groups: usize) -> u32 {
 }
 
 /// The reduction split's variant (an index of [`REDUCTION_VARIANTS`]) for tiles 256 wide
-/// when `wide` (else 128) and the clusters asked for: clusters of two for 256-column tiles
-/// (the only ones built so) unless forced off.
+/// when `wide` (else 128), the clusters and tile order asked for, and the call's cluster
+/// tiles (`None`: past `usize`): clusters of two for 256-column tiles (the only ones built
+/// so) unless forced off, in the dynamic order (built with clusters only) unless forced
+/// static or the counter, which runs up to the tiles plus twice the grid, would pass 32 bits.
 ///
-/// Why (docs/perf-notes.md, "Grouped GEMM: the weight gradient in clusters of two"): on an
-/// H100, three alternating runs of each at six MoE shapes, the clusters' weight gradient
-/// took 0.8–4 % less time on average at every shape, and its ratio to `F.grouped_mm` went
-/// from 0.96–1.05 to 0.99–1.07.
-fn reduction_variant(wide: bool, clusters: ClusterChoice) -> usize {
-    match (wide, clusters) {
-        (false, _) => 0,
-        (true, ClusterChoice::Forced(1)) => 1,
-        (true, _) => 2,
+/// Why clusters (docs/perf-notes.md, "Grouped GEMM: the weight gradient in clusters of
+/// two"): on an H100, three alternating runs of each at six MoE shapes, the clusters' weight
+/// gradient took 0.8–4 % less time on average at every shape, and its ratio to
+/// `F.grouped_mm` went from 0.96–1.05 to 0.99–1.07.
+///
+/// Why dynamic: a tile's work is its group's tokens, and the static order gives every block
+/// the same number of tiles whatever their groups, so with uneven routing some blocks run a
+/// long tile more than others (docs/perf-notes.md, "Grouped GEMM: the weight gradient in the
+/// dynamic order").
+fn reduction_variant(
+    wide: bool,
+    clusters: ClusterChoice,
+    order: TileOrder,
+    tiles: Option<usize>,
+    sms: usize,
+) -> usize {
+    let dynamic = order != TileOrder::Static
+        && tiles.is_some_and(|t| t.saturating_add(2 * sms) < u32::MAX as usize);
+    match (wide, clusters, dynamic) {
+        (false, _, _) => 0,
+        (true, ClusterChoice::Forced(1), _) => 1,
+        (true, _, false) => 2,
+        (true, _, true) => 3,
     }
 }
 
@@ -312,13 +336,16 @@ impl GroupedKernels {
         }
         let w = usize::from(g.n > WIDTHS[0] as usize);
         if reduction {
-            let v = reduction_variant(w == 1, self.clusters);
+            // Cluster tiles of two blocks along M, every group the same tiles.
+            let tiles = g.m.div_ceil(2 * BM as usize).checked_mul(g.n.div_ceil(256));
+            let tiles = tiles.and_then(|t| t.checked_mul(g.batch));
+            let v = reduction_variant(w == 1, self.clusters, self.order, tiles, self.sms);
             let entry = REDUCTION[e][v].ok_or(Unsupported::NotBuilt)?;
             return Ok(GroupedPlan {
                 entry,
                 bn: REDUCTION_VARIANTS[v].0,
                 cluster: REDUCTION_VARIANTS[v].1,
-                dynamic: false,
+                dynamic: REDUCTION_VARIANTS[v].2,
             });
         }
         let cluster = rows_cluster(self.clusters, g.m, gg.groups());
@@ -459,7 +486,8 @@ mod tests {
     use super::*;
 
     /// The reduction split runs in clusters of two unless forced off, and only with tiles 256
-    /// wide (the only ones built so).
+    /// wide (the only ones built so); its clusters in the dynamic order unless forced static
+    /// or the counter would pass 32 bits.
     #[test]
     fn the_reduction_split_takes_clusters_unless_forced_off() {
         let (auto, one, two) = (
@@ -467,11 +495,38 @@ mod tests {
             ClusterChoice::Forced(1),
             ClusterChoice::Forced(2),
         );
-        assert_eq!(reduction_variant(true, auto), 2);
-        assert_eq!(reduction_variant(true, two), 2);
-        assert_eq!(reduction_variant(true, one), 1, "forced off");
-        assert_eq!(reduction_variant(false, auto), 0, "128 columns");
-        assert_eq!(reduction_variant(false, two), 0, "128 columns");
+        let (any, dynamic, fixed) = (TileOrder::Auto, TileOrder::Dynamic, TileOrder::Static);
+        let few = Some(10_000);
+        assert_eq!(reduction_variant(true, auto, any, few, 132), 3);
+        assert_eq!(reduction_variant(true, two, dynamic, few, 132), 3);
+        assert_eq!(
+            reduction_variant(true, two, fixed, few, 132),
+            2,
+            "forced static"
+        );
+        assert_eq!(reduction_variant(true, one, any, few, 132), 1, "forced off");
+        assert_eq!(
+            reduction_variant(false, auto, any, few, 132),
+            0,
+            "128 columns"
+        );
+        assert_eq!(
+            reduction_variant(false, two, dynamic, few, 132),
+            0,
+            "128 columns"
+        );
+        let limit = u32::MAX as usize - 2 * 132;
+        assert_eq!(reduction_variant(true, auto, any, Some(limit - 1), 132), 3);
+        assert_eq!(
+            reduction_variant(true, auto, any, Some(limit), 132),
+            2,
+            "32 bits"
+        );
+        assert_eq!(
+            reduction_variant(true, auto, any, None, 132),
+            2,
+            "past usize"
+        );
     }
 
     /// The rows split asks for clusters when forced, or from 2048 rows per group on average.
@@ -531,11 +586,12 @@ mod tests {
         );
         assert_eq!(variant(true, 1, dynamic, 64, None), 1);
         for entries in REDUCTION {
-            for (entry, &(bn, cluster)) in entries.iter().zip(&REDUCTION_VARIANTS) {
+            for (entry, &(bn, cluster, dynamic)) in entries.iter().zip(&REDUCTION_VARIANTS) {
                 let name = entry.unwrap().spec().name;
                 assert!(name.contains("_k_"), "{name}");
                 assert!(name.contains(&format!("_n{bn}")), "{name}");
-                assert_eq!(name.ends_with("_x2"), cluster == 2, "{name}");
+                assert_eq!(name.contains("_x2"), cluster == 2, "{name}");
+                assert_eq!(name.ends_with("_dyn"), dynamic, "{name}");
             }
         }
         for by_layout in TABLE {

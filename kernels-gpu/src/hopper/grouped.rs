@@ -754,10 +754,16 @@ unsafe fn k_range(ends: u64, g: u64, k: u64) -> (u64, u64) {
 /// is not written while the kernel runs (the blocks of a cluster must read the same ranges:
 /// they walk the same stages).
 #[inline(always)]
-pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32, const CLUSTER: u32>(
+pub unsafe fn gemm_reduction<
+    E: WgmmaElement,
+    const BN: u32,
+    const CLUSTER: u32,
+    const DYNAMIC: bool,
+>(
     p: &GemmParams,
     ends: u64,
     errors: u64,
+    counter: u64,
     maps: [u64; 3],
 ) {
     let [map_a, map_b, map_c] = maps;
@@ -767,7 +773,12 @@ pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32, const CLUSTER: u32>
     let rank = if CLUSTER > 1 { cluster_ctarank() } else { 0 };
     if tid == 0 {
         // SAFETY: the barriers lie in the SMEM_BYTES the block was launched with.
-        unsafe { st.init(CLUSTER, super::Cooperative::readers(BM)) };
+        unsafe {
+            if DYNAMIC && CLUSTER > 1 {
+                st.init_announce();
+            }
+            st.init(CLUSTER, super::Cooperative::readers(BM));
+        }
     }
     // The peers signal this block's barriers: they must see them initialised.
     if CLUSTER > 1 {
@@ -789,7 +800,8 @@ pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32, const CLUSTER: u32>
             unsafe {
                 prefetch_tensormap(map_a);
                 prefetch_tensormap(map_b);
-                produce_reduction::<BN, CLUSTER>(p, ends, &st, map_a, map_b, &walk, rank);
+                let copies = (map_a, map_b, counter);
+                produce_reduction::<BN, CLUSTER, DYNAMIC>(p, ends, &st, copies, &walk, rank);
             }
         }
     } else {
@@ -798,7 +810,7 @@ pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32, const CLUSTER: u32>
         unsafe {
             by_store_kind!(
                 p,
-                consume_reduction::<E, BN, CLUSTER>(p, ends, &st, &walk, tid, map_c)
+                consume_reduction::<E, BN, CLUSTER, DYNAMIC>(p, ends, &st, &walk, tid, map_c)
             )
         }
     }
@@ -806,54 +818,133 @@ pub unsafe fn gemm_reduction<E: WgmmaElement, const BN: u32, const CLUSTER: u32>
 
 /// The producer of [`gemm_reduction`]: for each tile, the K tiles of its group's range (with
 /// clusters, its part of each B tile to every block of the cluster); before it returns, with
-/// clusters, it waits until every block's consumers have released every stage.
+/// clusters, it waits until every block's consumers have released every stage. In the
+/// dynamic order the tiles come from the counter and each is announced in its first stage's
+/// tile word, as in the rows split ([`produce`], [`Herald`]); a tile whose group has no K
+/// (no copies) and the end of the walk are announced by a plain arrival on a stage of their
+/// own.
 ///
 /// # Safety
 /// One thread of the block, the barriers initialised (with clusters, the cluster synchronised
-/// after that); as for [`gemm_reduction`].
+/// after that); `(map_a, map_b, counter)` the maps and counter of [`gemm_reduction`], as for
+/// it.
 #[inline(always)]
-unsafe fn produce_reduction<const BN: u32, const CLUSTER: u32>(
+unsafe fn produce_reduction<const BN: u32, const CLUSTER: u32, const DYNAMIC: bool>(
     p: &GemmParams,
     ends: u64,
     st: &Stages<BN, BM>,
-    map_a: u64,
-    map_b: u64,
+    (map_a, map_b, counter): (u64, u64, u64),
     walk: &Walk<CLUSTER>,
     rank: u32,
 ) {
     let mut it = 0u32;
     let (mut tile, step) = walk.range();
-    while tile < walk.count() {
-        let t = walk.tile::<BM, BN>(tile);
-        // SAFETY: group t.batch < p.batch (forwarded contract).
-        let (start, end) = unsafe { k_range(ends, t.batch, p.k) };
-        let kt_count = (end - start).div_ceil(super::config::BK as u64) as u32;
-        let (m0, n0) = (t.m0 as i32, t.n0 as i32);
-        for kt in 0..kt_count {
-            let s = it % Stages::<BN, BM>::COUNT;
-            let parity = (it / Stages::<BN, BM>::COUNT) & 1;
-            let full = st.full(s);
-            let k0 = (start + u64::from(kt * super::config::BK)) as i32;
-            // SAFETY (all): as in `produce`.
+    let maps = (map_a, map_b);
+    if !DYNAMIC {
+        while tile < walk.count() {
+            let t = walk.tile::<BM, BN>(tile);
+            // SAFETY: group t.batch < p.batch (forwarded contract).
+            let range = unsafe { k_range(ends, t.batch, p.k) };
+            // SAFETY: forwarded contract.
             unsafe {
-                Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
-                mbarrier_arrive_expect_tx(full, super::config::stage_bytes(BN, BM));
-                for i in 0..BM / SWIZZLE_ELEMS {
-                    let m = m0 + (i * SWIZZLE_ELEMS) as i32;
-                    cp_async_bulk_tensor_3d(st.a(s) + i * BOX_BYTES, map_a, m, k0, 0, full);
-                }
-                mainloop::load_b::<false, BN, BM, CLUSTER>(st, s, map_b, [k0, n0, 0], rank);
-            }
-            it += 1;
+                copy_reduction_tile::<BN, CLUSTER>(st, &t, range, maps, rank, &mut it, |_| {})
+            };
+            tile += step;
         }
-        tile += step;
+    } else {
+        let mut herald = Herald::<CLUSTER>::new(rank);
+        // The first tile is the static order's, the later ones the counter's, after the
+        // grid's first cluster tiles.
+        let take_next = || {
+            // SAFETY: the call's counter (forwarded contract); only atomics touch it.
+            step + u64::from(unsafe { atom_add_relaxed_gpu_u32(counter, 1) })
+        };
+        loop {
+            if herald.follows() {
+                // SAFETY: initialised barriers; `it` is this producer's next stage, the one
+                // whose tile word the leader names this tile in.
+                tile = u64::from(unsafe { herald.receive(st, it) });
+            }
+            let t = (tile < walk.count()).then(|| walk.tile::<BM, BN>(tile));
+            // SAFETY: group t.batch < p.batch (forwarded contract).
+            let range = t
+                .as_ref()
+                .map_or((0, 0), |t| unsafe { k_range(ends, t.batch, p.k) });
+            if range.0 == range.1 {
+                // No copies (an empty group, or the end): a stage of its own says so.
+                let s = it % Stages::<BN, BM>::COUNT;
+                let parity = (it / Stages::<BN, BM>::COUNT) & 1;
+                // SAFETY: initialised barriers; the word is the stage's, free once its
+                // `empty` phase completed (every consumer warp of the cluster read it before).
+                unsafe {
+                    Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
+                    herald.name(st, s, tile as u32);
+                    mbarrier_arrive(st.full(s));
+                }
+                it += 1;
+            }
+            let Some(t) = t else { break };
+            // SAFETY: forwarded contract; the tile is named in its first stage before the
+            // stage's arrival, after the wait on its `empty` phase.
+            unsafe {
+                copy_reduction_tile::<BN, CLUSTER>(st, &t, range, maps, rank, &mut it, |s| {
+                    herald.name(st, s, tile as u32)
+                })
+            };
+            if !herald.follows() {
+                tile = take_next();
+            }
+        }
     }
     // SAFETY: forwarded contract (this block's producer, after its last copy).
     unsafe { mainloop::drain_peers::<BN, BM, CLUSTER>(st, it) };
 }
 
+/// The copies of one tile of [`gemm_reduction`]: each K tile of its group's range `start ..
+/// end` into the next stage (`it` counts them), `first(s)` called for the first one's stage
+/// `s` after the wait for it to be free and before the arrival on it.
+///
+/// # Safety
+/// As for [`produce_reduction`]; `t` is a tile of the walk and `(start, end)` its group's
+/// range.
+#[inline(always)]
+unsafe fn copy_reduction_tile<const BN: u32, const CLUSTER: u32>(
+    st: &Stages<BN, BM>,
+    t: &Tile,
+    (start, end): (u64, u64),
+    (map_a, map_b): (u64, u64),
+    rank: u32,
+    it: &mut u32,
+    mut first: impl FnMut(u32),
+) {
+    let kt_count = (end - start).div_ceil(super::config::BK as u64) as u32;
+    let (m0, n0) = (t.m0 as i32, t.n0 as i32);
+    for kt in 0..kt_count {
+        let s = *it % Stages::<BN, BM>::COUNT;
+        let parity = (*it / Stages::<BN, BM>::COUNT) & 1;
+        let full = st.full(s);
+        let k0 = (start + u64::from(kt * super::config::BK)) as i32;
+        // SAFETY (all): as in `produce`.
+        unsafe {
+            Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
+            if kt == 0 {
+                first(s);
+            }
+            mbarrier_arrive_expect_tx(full, super::config::stage_bytes(BN, BM));
+            for i in 0..BM / SWIZZLE_ELEMS {
+                let m = m0 + (i * SWIZZLE_ELEMS) as i32;
+                cp_async_bulk_tensor_3d(st.a(s) + i * BOX_BYTES, map_a, m, k0, 0, full);
+            }
+            mainloop::load_b::<false, BN, BM, CLUSTER>(st, s, map_b, [k0, n0, 0], rank);
+        }
+        *it += 1;
+    }
+}
+
 /// A consumer warpgroup of [`gemm_reduction`]: for each tile, its group's chain, then the
-/// store `STORE` (`super::store_kind`).
+/// store `STORE` (`super::store_kind`). In the dynamic order each tile is the one the
+/// producer announced in the next stage's tile word; a stage that announces no copies (a
+/// tile of an empty group, or the end) is released here.
 ///
 /// # Safety
 /// As for [`gemm_reduction`]; every thread of consumer warpgroup `tid / 128` (≥ 1) calls it
@@ -863,6 +954,7 @@ unsafe fn consume_reduction<
     E: WgmmaElement,
     const BN: u32,
     const CLUSTER: u32,
+    const DYNAMIC: bool,
     const STORE: u32,
 >(
     p: &GemmParams,
@@ -876,52 +968,115 @@ unsafe fn consume_reduction<
     let mut it = 0u32;
     let mut issued = 0u32;
     let (mut tile, step) = walk.range();
-    while tile < walk.count() {
-        let t = walk.tile::<BM, BN>(tile);
-        // SAFETY: group t.batch < p.batch (forwarded contract).
-        let (start, end) = unsafe { k_range(ends, t.batch, p.k) };
-        let active = t.m0 + u64::from(wg * WG_M) < p.m;
-        // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
-        let acc = unsafe {
-            if active {
-                mainloop::consume_k::<E, false, false, BN, BM, true, CLUSTER, false, true>(
-                    end - start,
-                    st,
-                    wg,
-                    wtid,
-                    &mut it,
-                    || {},
-                )
-            } else {
-                mainloop::consume_k::<E, false, false, BN, BM, false, CLUSTER, false, true>(
-                    end - start,
-                    st,
-                    wg,
-                    wtid,
-                    &mut it,
-                    || {},
-                )
-            }
-        };
-        if active {
-            let pieces = st.epilogue(wg);
-            // SAFETY: forwarded contract; the warpgroup's barrier (1 + wg) and epilogue
-            // pieces are its own.
+    if !DYNAMIC {
+        while tile < walk.count() {
+            let t = walk.tile::<BM, BN>(tile);
+            // SAFETY: group t.batch < p.batch (forwarded contract).
+            let (start, end) = unsafe { k_range(ends, t.batch, p.k) };
+            // SAFETY: forwarded contract.
             unsafe {
-                super::epilogue::store_part::<BN, BM, 0, STORE>(
+                reduce_tile::<E, BN, CLUSTER, STORE>(
                     p,
+                    st,
                     &t,
-                    wg,
-                    wg,
-                    wtid,
-                    &acc,
-                    pieces,
+                    end - start,
+                    (wg, wtid),
                     map_c,
-                    &mut issued,
+                    (&mut it, &mut issued),
+                )
+            };
+            tile += step;
+        }
+    } else {
+        loop {
+            let s = it % Stages::<BN, BM>::COUNT;
+            let parity = (it / Stages::<BN, BM>::COUNT) & 1;
+            // SAFETY: initialised barrier; after the wait (acquire) the word is the
+            // producer's for this stage use, which it does not rewrite before this warp
+            // releases the stage.
+            tile = u64::from(unsafe {
+                Stages::<BN, BM>::wait(st.full(s), parity);
+                warp_uniform(ld_shared_b32(st.tile_word(s)))
+            });
+            let t = (tile < walk.count()).then(|| walk.tile::<BM, BN>(tile));
+            // SAFETY: group t.batch < p.batch (forwarded contract).
+            let (start, end) = t
+                .as_ref()
+                .map_or((0, 0), |t| unsafe { k_range(ends, t.batch, p.k) });
+            if end == start {
+                // The announcement's stage carries no copies: the mainloop will not release it.
+                if wtid % 32 == 0 {
+                    // SAFETY: once for this stage use, by lane 0 of each warp, after the read.
+                    unsafe { mainloop::release_stage::<BN, BM, CLUSTER>(st, s) };
+                }
+                it += 1;
+            }
+            let Some(t) = t else { break };
+            // SAFETY: forwarded contract.
+            unsafe {
+                reduce_tile::<E, BN, CLUSTER, STORE>(
+                    p,
+                    st,
+                    &t,
+                    end - start,
+                    (wg, wtid),
+                    map_c,
+                    (&mut it, &mut issued),
                 )
             };
         }
-        tile += step;
     }
-    super::epilogue::drain(tid % 128);
+    super::epilogue::drain(wtid);
+}
+
+/// One tile of [`consume_reduction`]: the chain over the `k` elements of its group's range
+/// (none: +0.0), then the store of the warpgroup's rows inside M. `it` counts the stages
+/// read, `issued` the copy engine's stores.
+///
+/// # Safety
+/// As for [`consume_reduction`] (`wg` the consumer warpgroup, from 0, and `tid` its
+/// thread); `t` is a tile of the walk, `k` its group's range's length.
+#[inline(always)]
+unsafe fn reduce_tile<E: WgmmaElement, const BN: u32, const CLUSTER: u32, const STORE: u32>(
+    p: &GemmParams,
+    st: &Stages<BN, BM>,
+    t: &Tile,
+    k: u64,
+    (wg, tid): (u32, u32),
+    map_c: u64,
+    (it, issued): (&mut u32, &mut u32),
+) {
+    let active = t.m0 + u64::from(wg * WG_M) < p.m;
+    // SAFETY (both arms): forwarded contract; the whole warpgroup runs this together.
+    let acc = unsafe {
+        if active {
+            mainloop::consume_k::<E, false, false, BN, BM, true, CLUSTER, false, true>(
+                k,
+                st,
+                wg,
+                tid,
+                it,
+                || {},
+            )
+        } else {
+            mainloop::consume_k::<E, false, false, BN, BM, false, CLUSTER, false, true>(
+                k,
+                st,
+                wg,
+                tid,
+                it,
+                || {},
+            )
+        }
+    };
+    if active {
+        let pieces = st.epilogue(wg);
+        // SAFETY: forwarded contract; the warpgroup's barrier (1 + wg) and epilogue pieces
+        // are its own.
+        unsafe {
+            super::epilogue::store_part::<BN, BM, 0, STORE>(
+                p, t, wg, wg, tid, &acc, pieces, map_c, issued,
+            )
+        };
+    }
 }
