@@ -260,30 +260,45 @@ fn rows_cluster(clusters: ClusterChoice, m: usize, groups: usize) -> u32 {
     }
 }
 
+/// Mean rows per group (the reduction's K over the groups) from which the reduction split's
+/// clusters take the dynamic tile order on their own.
+const DYNAMIC_REDUCTION_ROWS_PER_GROUP: usize = 2048;
+
 /// The reduction split's variant (an index of [`REDUCTION_VARIANTS`]) for tiles 256 wide
-/// when `wide` (else 128), the clusters and tile order asked for, and the call's cluster
-/// tiles (`None`: past `usize`): clusters of two for 256-column tiles (the only ones built
-/// so) unless forced off, in the dynamic order (built with clusters only) unless forced
-/// static or the counter, which runs up to the tiles plus twice the grid, would pass 32 bits.
+/// when `wide` (else 128), the clusters and tile order asked for, the call's mean rows per
+/// group and its cluster tiles (`None`: past `usize`): clusters of two for 256-column tiles
+/// (the only ones built so) unless forced off; their dynamic order (built with clusters only)
+/// when forced, or on its own from [`DYNAMIC_REDUCTION_ROWS_PER_GROUP`] rows per group, and
+/// never where the counter, which runs up to the tiles plus twice the grid, would pass 32
+/// bits.
 ///
 /// Why clusters (docs/perf-notes.md, "Grouped GEMM: the weight gradient in clusters of
 /// two"): on an H100, three alternating runs of each at six MoE shapes, the clusters' weight
 /// gradient took 0.8–4 % less time on average at every shape, and its ratio to
 /// `F.grouped_mm` went from 0.96–1.05 to 0.99–1.07.
 ///
-/// Why dynamic: a tile's work is its group's tokens, and the static order gives every block
-/// the same number of tiles whatever their groups, so with uneven routing some blocks run a
-/// long tile more than others (docs/perf-notes.md, "Grouped GEMM: the weight gradient in the
-/// dynamic order").
+/// Why the dynamic order from 2048 rows per group (docs/perf-notes.md, "Grouped GEMM: the
+/// weight gradient in the dynamic order"): a tile's work is its group's tokens, and the
+/// static order gives every block the same number of tiles whatever their groups, so with
+/// uneven routing some blocks run a long tile more than others. On an H100 (128 experts,
+/// top-8) the dynamic order took the weight gradient's ratio to `F.grouped_mm` with Zipf-like
+/// routing from 0.95 to 1.05–1.09 (65536 tokens, 4096 → 1536) and from 1.01–1.02 to
+/// 1.26–1.29 (2048 → 768), and balanced at 65536 tokens from 1.00–1.05 to 1.04–1.05; but with
+/// balanced routing and fewer rows per group it lost: 1.02–1.04 → 0.94 (4096 tokens, 4096 →
+/// 1536), 1.00–1.01 → 0.94–0.96 (8192 tokens), 1.01–1.02 → 0.99 (16384 tokens).
 fn reduction_variant(
     wide: bool,
     clusters: ClusterChoice,
     order: TileOrder,
-    tiles: Option<usize>,
+    (rows_per_group, tiles): (usize, Option<usize>),
     sms: usize,
 ) -> usize {
-    let dynamic = order != TileOrder::Static
-        && tiles.is_some_and(|t| t.saturating_add(2 * sms) < u32::MAX as usize);
+    let asked = match order {
+        TileOrder::Dynamic => true,
+        TileOrder::Static => false,
+        TileOrder::Auto => rows_per_group >= DYNAMIC_REDUCTION_ROWS_PER_GROUP,
+    };
+    let dynamic = asked && tiles.is_some_and(|t| t.saturating_add(2 * sms) < u32::MAX as usize);
     match (wide, clusters, dynamic) {
         (false, _, _) => 0,
         (true, ClusterChoice::Forced(1), _) => 1,
@@ -339,7 +354,8 @@ impl GroupedKernels {
             // Cluster tiles of two blocks along M, every group the same tiles.
             let tiles = g.m.div_ceil(2 * BM as usize).checked_mul(g.n.div_ceil(256));
             let tiles = tiles.and_then(|t| t.checked_mul(g.batch));
-            let v = reduction_variant(w == 1, self.clusters, self.order, tiles, self.sms);
+            let call = (g.k / gg.groups().max(1), tiles);
+            let v = reduction_variant(w == 1, self.clusters, self.order, call, self.sms);
             let entry = REDUCTION[e][v].ok_or(Unsupported::NotBuilt)?;
             return Ok(GroupedPlan {
                 entry,
@@ -486,8 +502,8 @@ mod tests {
     use super::*;
 
     /// The reduction split runs in clusters of two unless forced off, and only with tiles 256
-    /// wide (the only ones built so); its clusters in the dynamic order unless forced static
-    /// or the counter would pass 32 bits.
+    /// wide (the only ones built so); its clusters in the dynamic order when forced or from
+    /// 2048 rows per group, never forced static or where the counter would pass 32 bits.
     #[test]
     fn the_reduction_split_takes_clusters_unless_forced_off() {
         let (auto, one, two) = (
@@ -496,34 +512,50 @@ mod tests {
             ClusterChoice::Forced(2),
         );
         let (any, dynamic, fixed) = (TileOrder::Auto, TileOrder::Dynamic, TileOrder::Static);
-        let few = Some(10_000);
-        assert_eq!(reduction_variant(true, auto, any, few, 132), 3);
-        assert_eq!(reduction_variant(true, two, dynamic, few, 132), 3);
+        let (long, short) = ((4096, Some(10_000)), (2047, Some(10_000)));
+        assert_eq!(reduction_variant(true, auto, any, long, 132), 3);
         assert_eq!(
-            reduction_variant(true, two, fixed, few, 132),
+            reduction_variant(true, auto, any, short, 132),
+            2,
+            "short groups"
+        );
+        assert_eq!(
+            reduction_variant(true, two, dynamic, short, 132),
+            3,
+            "forced"
+        );
+        assert_eq!(
+            reduction_variant(true, two, fixed, long, 132),
             2,
             "forced static"
         );
-        assert_eq!(reduction_variant(true, one, any, few, 132), 1, "forced off");
         assert_eq!(
-            reduction_variant(false, auto, any, few, 132),
+            reduction_variant(true, one, any, long, 132),
+            1,
+            "forced off"
+        );
+        assert_eq!(
+            reduction_variant(false, auto, any, long, 132),
             0,
             "128 columns"
         );
         assert_eq!(
-            reduction_variant(false, two, dynamic, few, 132),
+            reduction_variant(false, two, dynamic, long, 132),
             0,
             "128 columns"
         );
         let limit = u32::MAX as usize - 2 * 132;
-        assert_eq!(reduction_variant(true, auto, any, Some(limit - 1), 132), 3);
+        let near = (4096, Some(limit - 1));
+        assert_eq!(reduction_variant(true, auto, dynamic, near, 132), 3);
+        let at = (4096, Some(limit));
         assert_eq!(
-            reduction_variant(true, auto, any, Some(limit), 132),
+            reduction_variant(true, auto, dynamic, at, 132),
             2,
             "32 bits"
         );
+        let past = (4096, None);
         assert_eq!(
-            reduction_variant(true, auto, any, None, 132),
+            reduction_variant(true, auto, dynamic, past, 132),
             2,
             "past usize"
         );
