@@ -4,9 +4,10 @@
 //! them for the reduction split's 256-column tiles and for the rows split's when the groups
 //! hold 2048 rows or more on average; forced here at every shape: the same checks as the tile
 //! orders' (`tests/gpu_support/grouped_variants.rs`).
-//! Both run in the dynamic order (the planner's default; the only one built for the rows
-//! split's clusters): the block of rank 0 takes each tile from the counter and names it to
-//! its peer. `tests/gpu_grouped_static.rs` checks the reduction split's static clusters. A test binary
+//! The rows split's clusters run in the dynamic order (the only one built for them: the
+//! block of rank 0 takes each tile from the counter and names it to its peer); the
+//! reduction split's here in the static one (the planner's below 2048 rows a group), in the
+//! dynamic one in `tests/gpu_grouped_dynamic.rs`. A test binary
 //! of its own, because the engine reads the variable once per device and process.
 //!
 //! Needs a GPU: `bash .gpu/run gpu_grouped_clusters` on the GPU host.

@@ -8,8 +8,9 @@
 //! clusters of two): the same routings, where an empty group's tiles are announced without
 //! copies, and accumulation into f32. In each, a captured call replays its bits twice (each
 //! replay zeroes its own counter: a counter left at the first replay's end would hand out
-//! no tiles). The planner's default order; `tests/gpu_grouped_static.rs` checks the static
-//! one. A test binary of its own, because the engine reads the variable once per device
+//! no tiles). The planner's default order for the rows split, and for the reduction split's
+//! clusters from 2048 rows a group (these groups are shorter: forced here);
+//! `tests/gpu_grouped_static.rs` checks the static one. A test binary of its own, because the engine reads the variable once per device
 //! and process; the checks live in `tests/gpu_support/grouped_variants.rs`.
 //!
 //! `host/src/cuda/grouped.rs` (`the_dynamic_tile_order_runs_only_where_it_is_built_and_asked_for`,
