@@ -736,7 +736,9 @@ unsafe fn k_range(ends: u64, g: u64, k: u64) -> (u64, u64) {
 /// two cooperative consumers, in clusters of `CLUSTER` blocks along M (1: none). The blocks
 /// of a cluster compute neighbouring tiles of the same group and columns, so they read the
 /// same rows of B (the group's tokens of dY) in every stage: each copies its `1 / CLUSTER`
-/// of the stage's B tile to all of them, as the dense kernel's clusters do.
+/// of the stage's B tile to all of them, as the dense kernel's clusters do. With `DYNAMIC`
+/// (built with clusters of two) the cluster tiles come from the call's counter, as in the
+/// rows split's dynamic order: which block computes a tile never changes its bits.
 ///
 /// Each group's chain is the dense call's over its `e − s` elements of K (the dense mainloop,
 /// [`mainloop::consume_k`]); the last K tile's box reaches past `e` into the next group's
@@ -752,7 +754,9 @@ unsafe fn k_range(ends: u64, g: u64, k: u64) -> (u64, u64) {
 /// block has `config::threads(BM)` threads and `config::SMEM_BYTES` of dynamic shared memory;
 /// with `CLUSTER` > 1 the grid is launched in clusters of `CLUSTER` blocks along x, and `ends`
 /// is not written while the kernel runs (the blocks of a cluster must read the same ranges:
-/// they walk the same stages).
+/// they walk the same stages). With `DYNAMIC`: `counter` is the device address of a `u32`
+/// that is 0 when the kernel starts and that nothing else touches while it runs, and the
+/// call's cluster tiles plus twice the grid number below 2^32.
 #[inline(always)]
 pub unsafe fn gemm_reduction<
     E: WgmmaElement,
