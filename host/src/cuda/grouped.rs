@@ -212,6 +212,13 @@ impl TileOrder {
     }
 }
 
+/// Whether the dynamic order's tile counter stays in its 32 bits for a call of `tiles` tiles
+/// on `sms` multiprocessors: the counter runs up to the tiles plus twice the grid (each
+/// block's last request, which finds the walk over, counts too).
+fn counter_fits(tiles: usize, sms: usize) -> bool {
+    tiles.saturating_add(2 * sms) < u32::MAX as usize
+}
+
 /// The rows split's variant (an index of [`VARIANTS`]) for tiles 256 wide when `wide` (else
 /// 128), `cluster` blocks per cluster, the tile order asked for, K, and an upper bound of
 /// the call's tiles (`None`: past `usize`).
@@ -229,8 +236,7 @@ fn rows_variant(
         TileOrder::Auto | TileOrder::Dynamic => true,
         TileOrder::Static => false,
     };
-    let dynamic =
-        asked && k > 0 && most_tiles.is_some_and(|t| t.saturating_add(2 * sms) < u32::MAX as usize);
+    let dynamic = asked && k > 0 && most_tiles.is_some_and(|t| counter_fits(t, sms));
     // Clusters are built in the dynamic order only: without it they are left out.
     match (wide, cluster, dynamic) {
         (false, _, _) => 0,
@@ -298,7 +304,7 @@ fn reduction_variant(
         TileOrder::Static => false,
         TileOrder::Auto => rows_per_group >= DYNAMIC_REDUCTION_ROWS_PER_GROUP,
     };
-    let dynamic = asked && tiles.is_some_and(|t| t.saturating_add(2 * sms) < u32::MAX as usize);
+    let dynamic = asked && tiles.is_some_and(|t| counter_fits(t, sms));
     match (wide, clusters, dynamic) {
         (false, _, _) => 0,
         (true, ClusterChoice::Forced(1), _) => 1,

@@ -361,17 +361,8 @@ unsafe fn produce<const B_K: bool, const BN: u32, const CLUSTER: u32, const DYNA
             _ => {
                 if DYNAMIC {
                     // A tile without copies, or the end: a stage of its own says so.
-                    let s = it % Stages::<BN, BM>::COUNT;
-                    let parity = (it / Stages::<BN, BM>::COUNT) & 1;
-                    // SAFETY: initialised barriers; the word is the stage's, free once its
-                    // `empty` phase completed (every consumer warp of the cluster read it
-                    // before).
-                    unsafe {
-                        Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
-                        herald.name(st, s, index);
-                        mbarrier_arrive(st.full(s));
-                    }
-                    it += 1;
+                    // SAFETY: forwarded contract; `it` is this producer's next stage.
+                    unsafe { herald.announce_alone(st, &mut it, index) };
                 }
                 if next.is_none() {
                     break;
@@ -500,6 +491,68 @@ impl<const CLUSTER: u32> Herald<CLUSTER> {
     }
 }
 
+impl<const CLUSTER: u32> Herald<CLUSTER> {
+    /// Names tile `index` on a stage of its own, without copies (a tile with nothing to
+    /// copy, or the end of the walk): the wait for the stage to be free, the name, a plain
+    /// arrival on its `full` barrier; `it` moves past the stage. The consumers release such a
+    /// stage themselves ([`announced_tile`], [`release_announcement`]).
+    ///
+    /// # Safety
+    /// This block's producer thread, `it` its next stage; initialised barriers.
+    #[inline(always)]
+    unsafe fn announce_alone<const BN: u32>(&self, st: &Stages<BN, BM>, it: &mut u32, index: u32) {
+        let s = *it % Stages::<BN, BM>::COUNT;
+        let parity = (*it / Stages::<BN, BM>::COUNT) & 1;
+        // SAFETY: initialised barriers; the word is the stage's, free once its `empty` phase
+        // completed (every consumer warp of the cluster read it before).
+        unsafe {
+            Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
+            self.name(st, s, index);
+            mbarrier_arrive(st.full(s));
+        }
+        *it += 1;
+    }
+}
+
+/// The dynamic order's consumers: the stage `it % COUNT` and the tile its producer named in
+/// it, once the stage's `full` phase has completed.
+///
+/// # Safety
+/// Every thread of a consumer warp calls it together, `it` the warp's next stage;
+/// initialised barriers.
+#[inline(always)]
+unsafe fn announced_tile<const BN: u32>(st: &Stages<BN, BM>, it: u32) -> (u32, u32) {
+    let s = it % Stages::<BN, BM>::COUNT;
+    let parity = (it / Stages::<BN, BM>::COUNT) & 1;
+    // SAFETY: initialised barrier; after the wait (acquire) the word is the producer's for
+    // this stage use, which it does not rewrite before this warp releases the stage.
+    let index = unsafe {
+        Stages::<BN, BM>::wait(st.full(s), parity);
+        warp_uniform(ld_shared_b32(st.tile_word(s)))
+    };
+    (s, index)
+}
+
+/// The consumers' release of stage `s` when it announced a tile without copies (or the end):
+/// the mainloop, which releases the stages it reads, never sees it. `it` moves past it.
+///
+/// # Safety
+/// Every thread of a consumer warpgroup calls it together (`wtid` its thread in the
+/// warpgroup), once per such stage use, after [`announced_tile`] read it.
+#[inline(always)]
+unsafe fn release_announcement<const BN: u32, const CLUSTER: u32>(
+    st: &Stages<BN, BM>,
+    s: u32,
+    wtid: u32,
+    it: &mut u32,
+) {
+    if wtid % 32 == 0 {
+        // SAFETY: once for this stage use, by lane 0 of each warp, after the read.
+        unsafe { mainloop::release_stage::<BN, BM, CLUSTER>(st, s) };
+    }
+    *it += 1;
+}
+
 /// The consumers' next tile: in the static order the cursor's, in the dynamic order the one
 /// the producer announced in the next stage's tile word. A stage that announces no copies
 /// (a tile of the rows past the last group, or the end) is released here.
@@ -520,24 +573,14 @@ unsafe fn next_tile<const BN: u32, const CLUSTER: u32, const DYNAMIC: bool>(
         // SAFETY: forwarded contract.
         return unsafe { tiles.next::<BN>(p, ends) };
     }
-    let s = *it % Stages::<BN, BM>::COUNT;
-    let parity = (*it / Stages::<BN, BM>::COUNT) & 1;
-    // SAFETY: initialised barrier; after the wait (acquire) the word is the producer's for
-    // this stage use, which it does not rewrite before this warp releases the stage.
-    let index = unsafe {
-        Stages::<BN, BM>::wait(st.full(s), parity);
-        warp_uniform(ld_shared_b32(st.tile_word(s)))
-    };
+    // SAFETY: forwarded contract (`it` is the warpgroup's next stage).
+    let (s, index) = unsafe { announced_tile(st, *it) };
     tiles.seek(index);
     // SAFETY: forwarded contract.
     let next = unsafe { tiles.next::<BN>(p, ends) };
     if !matches!(next, Some(ref t) if !t.clear) {
-        // The announcement's stage carries no copies: the mainloop will not release it.
-        if wtid % 32 == 0 {
-            // SAFETY: once for this stage use, by lane 0 of each warp, after the read.
-            unsafe { mainloop::release_stage::<BN, BM, CLUSTER>(st, s) };
-        }
-        *it += 1;
+        // SAFETY: the stage announced no copies; the whole warpgroup is here.
+        unsafe { release_announcement::<BN, CLUSTER>(st, s, wtid, it) };
     }
     next
 }
@@ -876,18 +919,14 @@ unsafe fn produce_reduction<const BN: u32, const CLUSTER: u32, const DYNAMIC: bo
                 .map_or((0, 0), |t| unsafe { k_range(ends, t.batch, p.k) });
             if range.0 == range.1 {
                 // No copies (an empty group, or the end): a stage of its own says so.
-                let s = it % Stages::<BN, BM>::COUNT;
-                let parity = (it / Stages::<BN, BM>::COUNT) & 1;
-                // SAFETY: initialised barriers; the word is the stage's, free once its
-                // `empty` phase completed (every consumer warp of the cluster read it before).
-                unsafe {
-                    Stages::<BN, BM>::wait(st.empty(s), parity ^ 1);
-                    herald.name(st, s, tile as u32);
-                    mbarrier_arrive(st.full(s));
-                }
-                it += 1;
+                // SAFETY: forwarded contract; `it` is this producer's next stage.
+                unsafe { herald.announce_alone(st, &mut it, tile as u32) };
             }
             let Some(t) = t else { break };
+            // The next tile is asked for before this one's copies, so that the atomic's trip
+            // to L2 overlaps them instead of delaying the next tile's first stage (a tile of
+            // a group of 256 tokens has only four K tiles).
+            let next = if herald.follows() { 0 } else { take_next() };
             // SAFETY: forwarded contract; the tile is named in its first stage before the
             // stage's arrival, after the wait on its `empty` phase.
             unsafe {
@@ -895,9 +934,7 @@ unsafe fn produce_reduction<const BN: u32, const CLUSTER: u32, const DYNAMIC: bo
                     herald.name(st, s, tile as u32)
                 })
             };
-            if !herald.follows() {
-                tile = take_next();
-            }
+            tile = next;
         }
     }
     // SAFETY: forwarded contract (this block's producer, after its last copy).
@@ -993,27 +1030,17 @@ unsafe fn consume_reduction<
         }
     } else {
         loop {
-            let s = it % Stages::<BN, BM>::COUNT;
-            let parity = (it / Stages::<BN, BM>::COUNT) & 1;
-            // SAFETY: initialised barrier; after the wait (acquire) the word is the
-            // producer's for this stage use, which it does not rewrite before this warp
-            // releases the stage.
-            tile = u64::from(unsafe {
-                Stages::<BN, BM>::wait(st.full(s), parity);
-                warp_uniform(ld_shared_b32(st.tile_word(s)))
-            });
+            // SAFETY: forwarded contract (`it` is the warpgroup's next stage).
+            let (s, index) = unsafe { announced_tile(st, it) };
+            tile = u64::from(index);
             let t = (tile < walk.count()).then(|| walk.tile::<BM, BN>(tile));
             // SAFETY: group t.batch < p.batch (forwarded contract).
             let (start, end) = t
                 .as_ref()
                 .map_or((0, 0), |t| unsafe { k_range(ends, t.batch, p.k) });
             if end == start {
-                // The announcement's stage carries no copies: the mainloop will not release it.
-                if wtid % 32 == 0 {
-                    // SAFETY: once for this stage use, by lane 0 of each warp, after the read.
-                    unsafe { mainloop::release_stage::<BN, BM, CLUSTER>(st, s) };
-                }
-                it += 1;
+                // SAFETY: the stage announced no copies; the whole warpgroup is here.
+                unsafe { release_announcement::<BN, CLUSTER>(st, s, wtid, &mut it) };
             }
             let Some(t) = t else { break };
             // SAFETY: forwarded contract.
