@@ -2,7 +2,7 @@
 //! the same chain (see `kernels-gpu/src/scalar`), so the choice is free to depend on dtype and
 //! layouts.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys;
 use sgemm_bi_abi::catalogue::{Family, Kind, Module, ScalarTile};
@@ -211,16 +211,32 @@ pub(crate) fn rows_plan(g: &Gemm, p: &GemmPointers) -> Result<RowsPlan, Unsuppor
         g.b.batch_stride,
         g.batch,
     )?;
-    let variant = rows::VARIANTS
-        .iter()
-        .position(|&tm| g.m <= (rows::WARPS * tm) as usize)
-        .unwrap_or(rows::VARIANTS.len() - 1);
+    let variant = forced_rows_variant().unwrap_or_else(|| {
+        rows::VARIANTS
+            .iter()
+            .position(|&tm| g.m <= (rows::WARPS * tm) as usize)
+            .unwrap_or(rows::VARIANTS.len() - 1)
+    });
     let b_k_contiguous = g.b.layout == Layout::ColMajor;
     let entry = ROWS[element_index(g.a.dtype)][b_k_contiguous as usize][variant];
     Ok(RowsPlan {
         variant,
         b_k_contiguous,
         entry,
+    })
+}
+
+/// The variant `SGEMM_BI_SCALAR_ROWS_PER_WARP` (one of [`rows::VARIANTS`], read once per
+/// process) forces on every few-row call, for benchmarks of the choice: a block of fewer rows
+/// than M takes several tile rows, each with the same chains, so only speed changes.
+fn forced_rows_variant() -> Option<usize> {
+    static FORCED: OnceLock<Option<usize>> = OnceLock::new();
+    *FORCED.get_or_init(|| {
+        let tm: u32 = std::env::var("SGEMM_BI_SCALAR_ROWS_PER_WARP")
+            .ok()?
+            .parse()
+            .ok()?;
+        rows::VARIANTS.iter().position(|&v| v == tm)
     })
 }
 
