@@ -128,6 +128,26 @@ pub unsafe fn ld_shared_u16(addr: u32) -> u32 {
     v
 }
 
+/// `ld.shared.v2.b32`
+///
+/// # Safety
+/// `addr` is 8-byte aligned and the 8 bytes from it are inside the block's shared memory.
+#[inline(always)]
+pub unsafe fn ld_shared_v2_b32(addr: u32) -> [u32; 2] {
+    let (x, y): (u32, u32);
+    // SAFETY: forwarded contract.
+    unsafe {
+        asm!(
+            "ld.shared.v2.b32 {{{x}, {y}}}, [{a}];",
+            a = in(reg32) addr,
+            x = out(reg32) x,
+            y = out(reg32) y,
+            options(readonly, nostack)
+        )
+    };
+    [x, y]
+}
+
 /// `ld.shared.v4.b32`
 ///
 /// # Safety

@@ -32,8 +32,8 @@ use super::config::rows::{
 use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::mbarrier_sm80 as mbarrier;
 use crate::arch::shared::{
-    dyn_smem_base, ld_shared_b32, ld_shared_u16, ld_shared_v4_b32, ld_shared_v4_f32,
-    st_shared_v4_b32,
+    dyn_smem_base, ld_shared_b32, ld_shared_u16, ld_shared_v2_b32, ld_shared_v4_b32,
+    ld_shared_v4_f32, st_shared_v4_b32,
 };
 use crate::arch::sync::{bar_sync, nanosleep, syncwarp};
 use crate::element::Element;
@@ -508,8 +508,11 @@ unsafe fn producer_step<E: Element, const TM: usize>(
     let h = g - lag;
     let (done, _) = ring.slot(h);
     if E::BYTES != 4 {
-        // SAFETY: this thread's copies of stage h have landed (above); the chains are done
-        // with f32 buffer h % 2 (stage h − 2 = g − stages, waited for above).
+        // Every lane's copies of stage h, landed (above), for every lane of the warp.
+        syncwarp();
+        // SAFETY: the warp's copies of stage h have landed and are ordered for this lane;
+        // the chains are done with f32 buffer h % 2 (stage h − 2 = g − stages, waited for
+        // above).
         unsafe { convert_a::<E, TM>(ring, done, ring.a_f32_of(h), ptid) };
     }
     // The warp's copies and conversions, then one arrival for the warp (release).
@@ -520,31 +523,48 @@ unsafe fn producer_step<E: Element, const TM: usize>(
     }
 }
 
-/// Converts producer thread `ptid`'s pieces of a 16-bit A in slot `slot` (the pieces it
-/// copied: q = ptid + i · PRODUCER_THREADS, at byte q · PIECE) to f32 at `dst`: piece q
-/// (8 elements) becomes 32 bytes at q · 32, so rows keep their order with twice the pitch.
+/// Converts the pieces of a 16-bit A in slot `slot` that producer thread `ptid`'s warp copied
+/// (q = ptid + i · PRODUCER_THREADS over its lanes, at byte q · PIECE) to f32 at `dst`: piece
+/// q (8 elements) becomes 32 bytes at q · 32, so rows keep their order with twice the pitch.
+///
+/// Each lane converts half a piece: lanes 2j and 2j + 1 take the halves of the warp's j-th
+/// piece of a round, so a warp's 16-byte stores cover 512 consecutive bytes, four
+/// conflict-free wavefronts. (One lane per piece, storing 32 bytes at a 32-byte stride,
+/// took 8 wavefronts per store instruction: Nsight Compute at 16 × 4096 × 4096 bf16 on an
+/// H200, docs/perf-notes.md.)
 ///
 /// # Safety
-/// This thread's copies into the slot have landed; nobody reads `dst` until the stage is
-/// handed over.
+/// The copies of the warp's lanes into the slot have landed and the warp is synchronised
+/// after that (`syncwarp`, which orders them for every lane); nobody reads `dst` until the
+/// stage is handed over.
 #[inline(always)]
 unsafe fn convert_a<E: Element, const TM: usize>(ring: &Ring, slot: u32, dst: u32, ptid: u32) {
     let count = WARPS * TM as u32 * (ring.row_bytes / PIECE);
     let src = ring.a + slot * ring.a_slot;
-    unroll8!(i => {
-        let q = ptid + i as u32 * PRODUCER_THREADS;
-        if q < count {
-            // SAFETY: piece q of the slot, and its 32 bytes of f32, lie inside their buffers.
-            unsafe {
-                let v = unpack8::<E>(ld_shared_v4_b32(src + q * PIECE), [0; 4]);
-                st_shared_v4_b32(dst + q * 32, [v[0], v[1], v[2], v[3]].map(f32::to_bits));
-                st_shared_v4_b32(
-                    dst + q * 32 + 16,
-                    [v[4], v[5], v[6], v[7]].map(f32::to_bits),
-                );
+    let (warp_first, lane) = (ptid - ptid % 32, ptid % 32);
+    let half = lane % 2;
+    // A plain loop over the rounds: unrolled, ptxas hoisted every round's loads and spilled
+    // registers of the 64-row entries for sm_120.
+    let mut round = warp_first;
+    while round < count {
+        unroll2!(j => {
+            // The round's pieces of this warp are round + 0 .. 32.
+            let q = round + j as u32 * 16 + lane / 2;
+            if q < count {
+                // SAFETY: half of piece q of the slot, which a lane of this warp copied, and
+                // its 16 bytes of f32 lie inside their buffers.
+                unsafe {
+                    let w = ld_shared_v2_b32(src + q * PIECE + half * 8);
+                    let v = unpack8::<E>([w[0], w[1], 0, 0], [0; 4]);
+                    st_shared_v4_b32(
+                        dst + q * 32 + half * 16,
+                        [v[0], v[1], v[2], v[3]].map(f32::to_bits),
+                    );
+                }
             }
-        }
-    });
+        });
+        round += PRODUCER_THREADS;
+    }
 }
 
 /// Eight consecutive elements from raw words: a 16-bit type's eight are `lo` (low half of
