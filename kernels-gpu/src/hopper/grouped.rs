@@ -489,9 +489,7 @@ impl<const CLUSTER: u32> Herald<CLUSTER> {
             }
         }
     }
-}
 
-impl<const CLUSTER: u32> Herald<CLUSTER> {
     /// Names tile `index` on a stage of its own, without copies (a tile with nothing to
     /// copy, or the end of the walk): the wait for the stage to be free, the name, a plain
     /// arrival on its `full` barrier; `it` moves past the stage. The consumers release such a
@@ -925,7 +923,7 @@ unsafe fn produce_reduction<const BN: u32, const CLUSTER: u32, const DYNAMIC: bo
             let Some(t) = t else { break };
             // The next tile is asked for before this one's copies, so that the atomic's trip
             // to L2 overlaps them instead of delaying the next tile's first stage (a tile of
-            // a group of 256 tokens has only four K tiles).
+            // a group of 256 rows has only four K tiles).
             let next = if herald.follows() { 0 } else { take_next() };
             // SAFETY: forwarded contract; the tile is named in its first stage before the
             // stage's arrival, after the wait on its `empty` phase.
