@@ -231,7 +231,7 @@ fn rows_variant(
     sms: usize,
 ) -> usize {
     // The dynamic order announces each tile in its first K tile's stage (so K > 0), and its
-    // counter runs up to the tiles plus twice the grid, in 32 bits.
+    // counter must fit its 32 bits (`counter_fits`).
     let asked = match order {
         TileOrder::Auto | TileOrder::Dynamic => true,
         TileOrder::Static => false,
@@ -275,8 +275,7 @@ const DYNAMIC_REDUCTION_ROWS_PER_GROUP: usize = 2048;
 /// group and its cluster tiles (`None`: past `usize`): clusters of two for 256-column tiles
 /// (the only ones built so) unless forced off; their dynamic order (built with clusters only)
 /// when forced, or on its own from [`DYNAMIC_REDUCTION_ROWS_PER_GROUP`] rows per group, and
-/// never where the counter, which runs up to the tiles plus twice the grid, would pass 32
-/// bits.
+/// never where its counter would not fit ([`counter_fits`]).
 ///
 /// Why clusters (docs/perf-notes.md, "Grouped GEMM: the weight gradient in clusters of
 /// two"): on an H100, three alternating runs of each at six MoE shapes, the clusters' weight
