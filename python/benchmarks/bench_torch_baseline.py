@@ -26,6 +26,7 @@ stops the run. The full run takes about 70 s on an H200.
     ... --quick                      # one shape of each kind, few samples (a smoke run)
     ... --method cold --shapes decode --csv rows.csv
     ... --method cold --shapes llama  # the decode projections of bench_llama.py's models
+    ... --shapes suite --csv torch.csv  # bench_suite's rows, for scripts/plot_bench.py --torch
 
 Floors: FLOPs over 989e12 (H200 dense bf16/f16) and bytes of A + B + C over 4.8e12 B/s
 (H200 HBM3e); ``--peak-flops`` / ``--peak-bw`` change them for other GPUs. Exits 2 without
@@ -113,15 +114,25 @@ def all_cases() -> dict[str, list[Case]]:
            Case("fwd", 4096, 4096, 4096), Case("fwd", 4096, 4096, 4096, "f16"),
            Case("fwd", 16384, 4096, 14336), Case("fwd", 16384, 14336, 4096),
            Case("fwd", 8192, 8192, 8192)]
-    decode = [Case("fwd", m, 4096, n) for n in (4096, 14336) for m in (1, 8, 64, 128, 256)]
+    decode = [Case("fwd", m, 4096, n) for n in (4096, 14336) for m in (1, 8, 16, 64, 128, 256)]
     layers = [(16384, 4096, 4096), (16384, 14336, 4096)]
     # The projections of bench_llama.py's two models (hidden, q/o, k/v with grouped heads,
     # gate/up, down, the vocabulary head) at decode batch 1 and 8.
     llama = [Case("fwd", m, k, n) for m in (1, 8)
              for k, n in ((1024, 1024), (1024, 512), (1024, 2816), (2816, 1024), (1024, 32000),
                           (2048, 2048), (2048, 256), (2048, 5632), (5632, 2048), (2048, 32000))]
+    # Every tensor-core row of examples/bench_suite (cases.rs), layer for layer, so that
+    # scripts/plot_bench.py can put torch's times beside the suite's table.
+    suite_train = [(16384, 4096, 4096), (16384, 4096, 14336), (16384, 14336, 4096),
+                   (8192, 8192, 8192), (4096, 4096, 4096)]
+    suite = ([Case("fwd", *s, dt) for dt in ("bf16", "f16") for s in suite_train]
+             + [Case(op, *s) for op in ("dW", "dX") for s in suite_train]
+             + [Case("fwd", *s) for s in ((2048, 768, 3072), (4096, 1536, 3072),
+                                          (2048, 768, 512))]
+             + decode
+             + [Case("fwd", m, 4096, 4096) for m in (512, 1024, 2048, 8192)])
     return {"train": fwd, "decode": decode, "dW": [Case("dW", *s) for s in layers],
-            "dX": [Case("dX", *s) for s in layers], "llama": llama}
+            "dX": [Case("dX", *s) for s in layers], "llama": llama, "suite": suite}
 
 
 def commit() -> str:
@@ -289,6 +300,22 @@ def print_header(args: argparse.Namespace) -> None:
           f"{args.peak_bw:.4g} B/s. timing: torch/ours, graph or loop (capture failed)")
 
 
+def csv_header(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """What the CSV's reader needs to name the run: GPU, torch, library build, settings."""
+    try:
+        info = sgemm_bi.build_info()
+        build = f"{info.get('version')} (commit {info.get('commit')})"
+    except Exception as e:  # an old library without build_info
+        build = f"unavailable ({type(e).__name__})"
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return [("date", f"{now:%Y-%m-%d %H:%M} UTC"),
+            ("gpu", torch.cuda.get_device_name()),
+            ("torch", f"{torch.__version__} (CUDA {torch.version.cuda})"),
+            ("checkout", commit()), ("library", build),
+            ("samples", f"median of {args.samples} samples, each one CUDA-graph replay of "
+                        f"{args.calls} calls (cold: at least one call per buffer set)")]
+
+
 def print_table_head(method: str) -> None:
     """A table's title, naming its timing method, and column headings; the rows follow as
     they are measured, so a long run shows progress."""
@@ -309,9 +336,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="one shape of each kind, few samples: checks the script runs")
     p.add_argument("--method", choices=["warm", "cold", "both"], default="both")
-    p.add_argument("--shapes", choices=["decode", "train", "llama", "all"], default="all",
+    p.add_argument("--shapes", choices=["decode", "train", "llama", "suite", "all"],
+                   default="all",
                    help="train: the large forward shapes, dW and dX; decode: M <= 256; "
-                        "llama: the decode projections of bench_llama.py's models")
+                        "llama: the decode projections of bench_llama.py's models; suite: "
+                        "every tensor-core row of bench_suite (for scripts/plot_bench.py)")
     p.add_argument("--csv", metavar="PATH", help="also write every row to this CSV file")
     p.add_argument("--samples", type=int, default=None, help="samples per row (default 40)")
     p.add_argument("--calls", type=int, default=None,
@@ -331,7 +360,7 @@ def main() -> None:
     require_gpu()
     groups = all_cases()
     kinds = {"decode": ["decode"], "train": ["train", "dW", "dX"], "llama": ["llama"],
-             "all": ["train", "decode", "dW", "dX"]}[args.shapes]
+             "suite": ["suite"], "all": ["train", "decode", "dW", "dX"]}[args.shapes]
     cases = [c for kind in kinds for c in (groups[kind][:1] if args.quick else groups[kind])]
     methods = ["warm", "cold"] if args.method == "both" else [args.method]
     print_header(args)
@@ -348,6 +377,10 @@ def main() -> None:
         fail(f"sgemm_bi refused the call: {type(e).__name__}: {e}")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
+            # `# key: value` lines first, as bench_suite's CSV has: scripts/plot_bench.py
+            # prints them above the torch table.
+            for key, value in csv_header(args):
+                f.write(f"# {key}: {value}\n")
             out = csv.DictWriter(f, fieldnames=list(rows[0]))
             out.writeheader()
             out.writerows(rows)
