@@ -8,7 +8,10 @@ cuBLASLt without workspace and, given bench_torch_baseline.py's CSV, torch).
     SGEMM_BI_LIB=$PWD/.gpu/lib/libsgemm_bi.so \
         python3 python/benchmarks/bench_torch_baseline.py --shapes suite --csv torch.csv
     # here (needs matplotlib:  python3 -m pip install matplotlib)
-    python3 scripts/plot_bench.py bench.csv [--torch torch.csv] [--out-dir docs]
+    python3 scripts/plot_bench.py bench.csv [--torch torch.csv] [--out-dir docs] [--name NAME]
+
+`--name` changes the files' stem (default `perf-bench`): a run on another card gets a page of
+its own (`--name perf-bench-h100`) beside the H200's.
 
 With `--torch`, the page also has the table users compare with: torch's `F.linear` /
 `torch.matmul` and ours through the Python package on the same tensors, in both timing
@@ -324,6 +327,8 @@ def main():
     ap.add_argument("--torch", metavar="CSV",
                     help="the file bench_torch_baseline.py --shapes suite --csv wrote")
     ap.add_argument("--out-dir", default=os.path.join(root, "docs"))
+    ap.add_argument("--name", default="perf-bench",
+                    help="stem of the page and the plot (default: perf-bench)")
     args = ap.parse_args()
     meta, notes, rows = read(args.csv)
     if not rows:
@@ -335,11 +340,13 @@ def main():
             sys.exit(f"plot_bench: {args.torch} has no rows")
         torch_part = torch_table(rows, torch_meta, torch_rows, os.path.basename(args.torch))
     os.makedirs(args.out_dir, exist_ok=True)
-    md_path = os.path.join(args.out_dir, "perf-bench.md")
-    png_path = os.path.join(args.out_dir, "perf-bench.png")
+    if not args.name or os.sep in args.name or args.name.startswith("."):
+        sys.exit(f"plot_bench: --name {args.name!r} must be a plain file stem")
+    md_path = os.path.join(args.out_dir, args.name + ".md")
+    png_path = os.path.join(args.out_dir, args.name + ".png")
     kept = grouped_section(md_path)
     with open(md_path, "w", encoding="utf-8") as f:
-        f.write(markdown(meta, notes, rows, os.path.basename(args.csv), "perf-bench.png",
+        f.write(markdown(meta, notes, rows, os.path.basename(args.csv), args.name + ".png",
                          torch_part))
         if kept:
             f.write("\n" + kept)
