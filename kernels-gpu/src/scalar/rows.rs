@@ -72,8 +72,13 @@ pub unsafe fn gemm<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(p: &
         // SAFETY: forwarded contract.
         unsafe { produce::<E, B_K_CONTIGUOUS, TM>(p, &ring, tid) };
     } else if warp - PRODUCER_WARPS < chain_warps::<TM>(p.m) {
-        // SAFETY: forwarded contract.
-        unsafe { chains::<E, B_K_CONTIGUOUS, TM>(p, &ring, warp - PRODUCER_WARPS, tid % 32) };
+        let (warp, lane) = (warp - PRODUCER_WARPS, tid % 32);
+        // SAFETY (both): forwarded contract.
+        if lookahead(TM) == 2 {
+            unsafe { chains::<E, B_K_CONTIGUOUS, TM, 2>(p, &ring, warp, lane) };
+        } else {
+            unsafe { chains::<E, B_K_CONTIGUOUS, TM, 1>(p, &ring, warp, lane) };
+        }
     }
 }
 
@@ -125,8 +130,7 @@ unsafe fn wait_parity(bar: u32, parity: u32) {
 }
 
 /// Where the stages live in shared memory, and their sizes for one element type and `TM`.
-/// Stage g (counted over all of the block's tiles) takes slot `g % stages`, and its A in
-/// f32 buffer `g % 2`.
+/// A stage's place in the ring is its [`Position`].
 struct Ring {
     /// `stages` slots of B, then `stages` slots of A as loaded, then two of f32 A, then the
     /// "full" and "empty" barriers of each slot.
@@ -184,17 +188,58 @@ impl Ring {
         self.barriers + (self.stages + s) * 8
     }
 
-    /// Slot and phase parity of stage `g`.
+    /// The f32 A of a stage at `at` (16-bit inputs).
     #[inline(always)]
-    fn slot(&self, g: u64) -> (u32, u32) {
-        let s = self.stages as u64;
-        ((g % s) as u32, ((g / s) % 2) as u32)
+    fn a_f32_of(&self, at: Position) -> u32 {
+        self.a_f32 + at.buffer * self.a_f32_slot
     }
 
-    /// The f32 A of stage `g` (16-bit inputs).
+    /// What a chain warp of rows `warp · TM ..` and lane `lane` reads of the stage at `at`.
     #[inline(always)]
-    fn a_f32_of(&self, g: u64) -> u32 {
-        self.a_f32 + (g % 2) as u32 * self.a_f32_slot
+    fn view<E: Element, const TM: usize>(&self, at: Position, warp: u32, lane: u32) -> StageView {
+        let a_rows = if E::BYTES != 4 {
+            self.a_f32_of(at)
+        } else {
+            self.a + at.slot * self.a_slot
+        };
+        StageView {
+            b: self.b + at.slot * self.b_slot,
+            b_pitch: self.b_pitch,
+            a: a_rows + warp * TM as u32 * self.k as u32 * 4,
+            a_pitch: self.k as u32 * 4,
+            lane,
+        }
+    }
+}
+
+/// Where stage g (counted over all of the block's tiles) lives: slot `g % stages`, phase
+/// parity `(g / stages) % 2` of the slot's barriers, f32 A buffer `g % 2`. Counted along
+/// with g rather than divided out of it: the division by the ring's size cost a chain warp
+/// some 16 dependent instructions at every stage boundary (SASS of the sm_90 image).
+#[derive(Clone, Copy)]
+struct Position {
+    slot: u32,
+    parity: u32,
+    buffer: u32,
+}
+
+impl Position {
+    /// Stage 0.
+    const FIRST: Position = Position {
+        slot: 0,
+        parity: 0,
+        buffer: 0,
+    };
+
+    /// The next stage's position in a ring of `stages` slots.
+    #[inline(always)]
+    fn next(self, stages: u32) -> Position {
+        let wrap = self.slot + 1 == stages;
+        Position {
+            slot: if wrap { 0 } else { self.slot + 1 },
+            parity: self.parity ^ wrap as u32,
+            buffer: self.buffer ^ 1,
+        }
     }
 }
 
@@ -441,8 +486,11 @@ unsafe fn produce<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
     let k_tiles = p.k.div_ceil(ring.k);
     let total = p.tiles_m * p.tiles_n * p.batch;
     let rows = (WARPS as usize * TM) as u64;
-    let lag = ring.lag as u64;
-    let mut g = 0u64;
+    let mut cursor = ProducerCursor {
+        g: 0,
+        issue: Position::FIRST,
+        finish: Position::FIRST,
+    };
     let mut tile = first_tile();
     while tile < total {
         let t = schedule::tile_at(p, tile, rows, BN as u64);
@@ -450,46 +498,55 @@ unsafe fn produce<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
         let mut kt = 0;
         while kt < k_tiles {
             // SAFETY: forwarded contract; `copies` is this tile's.
-            unsafe { producer_step::<E, TM>(ring, g, Some((&copies, &bounds, kt)), ptid) };
-            g += 1;
+            unsafe {
+                producer_step::<E, TM>(ring, &mut cursor, Some((&copies, &bounds, kt)), ptid)
+            };
             kt += 1;
         }
         tile += tile_step();
     }
-    let end = g + lag;
-    while g < end {
+    let end = cursor.g + ring.lag as u64;
+    while cursor.g < end {
         // SAFETY: forwarded contract.
-        unsafe { producer_step::<E, TM>(ring, g, None, ptid) };
-        g += 1;
+        unsafe { producer_step::<E, TM>(ring, &mut cursor, None, ptid) };
     }
 }
 
+/// A producer's place in its run: step `g`, the position of stage g (whose copies it
+/// issues) and of stage g − lag (which it finishes, once g ≥ lag).
+struct ProducerCursor {
+    g: u64,
+    issue: Position,
+    finish: Position,
+}
+
 /// Step `g` of a producer (see [`produce`]): `copies` is stage g's tile and k tile, or None
-/// past the block's last stage.
+/// past the block's last stage. Moves `cursor` on to step g + 1.
 ///
 /// # Safety
 /// As for [`produce`].
 #[inline(always)]
 unsafe fn producer_step<E: Element, const TM: usize>(
     ring: &Ring,
-    g: u64,
+    cursor: &mut ProducerCursor,
     copies: Option<(&Copies, &Bounds, u64)>,
     ptid: u32,
 ) {
-    let (slot, parity) = ring.slot(g);
+    let (g, at) = (cursor.g, cursor.issue);
+    cursor.g += 1;
+    cursor.issue = at.next(ring.stages);
     if g >= ring.stages as u64 {
         // SAFETY: the barrier is initialised; its phase for stage g − stages is the current
         // one or just completed (stage g − 2 · stages was released before step g − stages
         // went on).
-        unsafe { wait_parity_sleeping(ring.empty(slot), parity ^ 1) };
+        unsafe { wait_parity_sleeping(ring.empty(at.slot), at.parity ^ 1) };
     }
     if let Some((copies, bounds, kt)) = copies {
         // SAFETY: forwarded contract; the chains are done with the slot (above).
-        unsafe { copies.stage::<E>(bounds, ring, kt, slot) };
+        unsafe { copies.stage::<E>(bounds, ring, kt, at.slot) };
     }
     cp_async_commit_group();
-    let lag = ring.lag as u64;
-    if g < lag {
+    if g < ring.lag as u64 {
         return;
     }
     // Stage g − lag is the oldest group in flight but `lag`.
@@ -505,21 +562,21 @@ unsafe fn producer_step<E: Element, const TM: usize>(
         9 => cp_async_wait_group::<9>(),
         _ => cp_async_wait_group::<10>(),
     }
-    let h = g - lag;
-    let (done, _) = ring.slot(h);
+    let done = cursor.finish;
+    cursor.finish = done.next(ring.stages);
     if E::BYTES != 4 {
-        // Every lane's copies of stage h, landed (above), for every lane of the warp.
+        // Every lane's copies of stage g − lag, landed (above), for every lane of the warp.
         syncwarp();
-        // SAFETY: the warp's copies of stage h have landed and are ordered for this lane;
-        // the chains are done with f32 buffer h % 2 (stage h − 2 = g − stages, waited for
-        // above).
-        unsafe { convert_a::<E, TM>(ring, done, ring.a_f32_of(h), ptid) };
+        // SAFETY: the warp's copies of the stage have landed and are ordered for this lane;
+        // the chains are done with its f32 buffer (last read at stage g − lag − 2 =
+        // g − stages, waited for above).
+        unsafe { convert_a::<E, TM>(ring, done.slot, ring.a_f32_of(done), ptid) };
     }
     // The warp's copies and conversions, then one arrival for the warp (release).
     syncwarp();
     if ptid % 32 == 0 {
         // SAFETY: the barrier is initialised; this warp arrives once per phase.
-        unsafe { mbarrier::arrive(ring.full(done)) };
+        unsafe { mbarrier::arrive(ring.full(done.slot)) };
     }
 }
 
@@ -592,10 +649,15 @@ fn unpack8<E: Element>(lo: [u32; 4], hi: [u32; 4]) -> [f32; 8] {
 /// it over, then the tile's outputs finished and stored. Lane `lane` of chain warp `warp`
 /// runs column `n0 + lane` for rows `m0 + warp · TM ..` (see [`chain_warps`]).
 ///
+/// With few rows per lane ([`carries_across`]), a whole stage followed by another whole
+/// stage (of this tile or the block's next) reads that stage's first groups while its own
+/// last fmas run ([`full_stage`]), so that a chain does not stall at the boundary on the
+/// barrier's test and the first reads.
+///
 /// # Safety
 /// As for [`gemm`]; `warp` < `WARPS`.
 #[inline(always)]
-unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const AHEAD: usize>(
     p: &GemmParams,
     ring: &Ring,
     warp: u32,
@@ -603,38 +665,54 @@ unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
 ) {
     let k = p.k;
     let k_tiles = k.div_ceil(ring.k);
+    // Stages 0 .. whole of each tile hold `ring.k` k steps; a last one may hold fewer.
+    let whole = k / ring.k;
     let total = p.tiles_m * p.tiles_n * p.batch;
     let rows = (WARPS as usize * TM) as u64;
-    let sixteen = E::BYTES != 4;
-    let mut g = 0u64;
+    let mut at = Position::FIRST;
+    // The first groups of the stage at `at`, read while the previous stage ran (its
+    // barrier waited for then), or None.
+    let mut carried: Option<Window<AHEAD>> = None;
     let mut tile = first_tile();
     while tile < total {
         let t = schedule::tile_at(p, tile, rows, BN as u64);
+        let last_tile = tile + tile_step() >= total;
         let mut acc = [0.0f32; TM];
         let mut kt = 0;
         while kt < k_tiles {
-            let (slot, parity) = ring.slot(g);
-            // SAFETY: the barrier is initialised; the producers cannot complete its next
-            // phase before this warp hands the slot back below.
-            unsafe { wait_parity(ring.full(slot), parity) };
-            let a_rows = if sixteen {
-                ring.a_f32_of(g)
-            } else {
-                ring.a + slot * ring.a_slot
-            };
-            let steps = (k - kt * ring.k).min(ring.k) as u32;
-            let view = StageView {
-                b: ring.b + slot * ring.b_slot,
-                b_pitch: ring.b_pitch,
-                a: a_rows + warp * TM as u32 * ring.k as u32 * 4,
-                a_pitch: ring.k as u32 * 4,
-                lane,
-            };
-            if steps == ring.k as u32 {
+            if carried.is_none() {
+                // SAFETY: the barrier is initialised; the producers cannot complete its next
+                // phase before this warp hands the slot back below.
+                unsafe { wait_parity(ring.full(at.slot), at.parity) };
+            }
+            let view = ring.view::<E, TM>(at, warp, lane);
+            let next_at = at.next(ring.stages);
+            if kt < whole {
+                // Whether a whole stage follows: this tile's next, or the next tile's first.
+                let next_whole = if kt + 1 < k_tiles {
+                    kt + 1 < whole
+                } else {
+                    !last_tile && whole > 0
+                };
+                let next = (next_whole && carries_across(TM)).then(|| NextStage {
+                    view: ring.view::<E, TM>(next_at, warp, lane),
+                    full: ring.full(next_at.slot),
+                    parity: next_at.parity,
+                });
+                // SAFETY: the stage's slots hold `ring.k` k steps, handed over above (or
+                // before the previous stage's last groups, when carried).
+                let window = carried.take().unwrap_or_else(|| unsafe {
+                    first_window::<E, B_K_CONTIGUOUS, TM, AHEAD>(&view)
+                });
                 let groups = ring.k as u32 / GROUP;
-                // SAFETY: the stage's slots hold `ring.k` k steps, handed over above.
-                unsafe { full_stage::<E, B_K_CONTIGUOUS, TM>(&view, groups, &mut acc) };
+                // SAFETY: as above; `next` is the stage at `next_at`, whole.
+                carried = unsafe {
+                    full_stage::<E, B_K_CONTIGUOUS, TM, AHEAD>(
+                        &view, groups, window, next, &mut acc,
+                    )
+                };
             } else {
+                let steps = (k - kt * ring.k) as u32;
                 // SAFETY: the stage's slots hold `steps` k steps, handed over above.
                 unsafe { partial_stage::<E, B_K_CONTIGUOUS, TM>(&view, steps, &mut acc) };
             }
@@ -642,9 +720,9 @@ unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
             syncwarp();
             if lane == 0 {
                 // SAFETY: the barrier is initialised; this warp arrives once per phase.
-                unsafe { mbarrier::arrive(ring.empty(slot)) };
+                unsafe { mbarrier::arrive(ring.empty(at.slot)) };
             }
-            g += 1;
+            at = next_at;
             kt += 1;
         }
         // SAFETY: forwarded contract.
@@ -664,35 +742,116 @@ struct StageView {
     lane: u32,
 }
 
-/// Runs a whole stage (`groups` groups of [`GROUP`] k steps, a constant) on this lane's
-/// chains, in ascending k. Unrolled, with each group's B and first rows of A read while the
-/// previous group's fmas run: a chain waits for nothing but its own previous fma.
+/// The whole stage after the one a chain warp runs: where to read it once its "full"
+/// barrier's phase of parity `parity` has completed.
+struct NextStage {
+    view: StageView,
+    full: u32,
+    parity: u32,
+}
+
+/// Groups a lane reads ahead of the one it runs. With one row per lane a group is eight
+/// dependent fmas, some 32 cycles, about a shared-memory read's latency with the unpacking
+/// after it, so one group ahead leaves the chain waiting at every group; two cover it. With
+/// four rows or more a group issues at least 32 fmas and a second group of operands in
+/// registers (40 of them at four rows) made ptxas spill under the block's register limit.
+const fn lookahead(tm: usize) -> usize {
+    if tm == 1 {
+        2
+    } else {
+        1
+    }
+}
+
+/// Whether a chain warp reads the next stage's first groups during the current stage's last
+/// ones. At eight and sixteen rows a group is 64 or 128 fmas, so the boundary costs those
+/// warps little, and the operands carried across it made ptxas spill under the block's
+/// register limit.
+const fn carries_across(tm: usize) -> bool {
+    tm <= 4
+}
+
+/// The operands of the next `AHEAD` ([`lookahead`]) groups, in k order.
+type Window<const AHEAD: usize> = [Operands; AHEAD];
+
+/// The first [`lookahead`] groups' operands of a whole stage.
 ///
 /// # Safety
-/// The stage's B and f32 A hold `groups · GROUP` k steps, visible to this thread.
+/// The stage's B and f32 A hold its `ring.k` k steps, visible to this thread.
 #[inline(always)]
-#[allow(unused_assignments)] // the last group's `next` is read by nobody
-unsafe fn full_stage<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+unsafe fn first_window<
+    E: Element,
+    const B_K_CONTIGUOUS: bool,
+    const TM: usize,
+    const AHEAD: usize,
+>(
+    v: &StageView,
+) -> Window<AHEAD> {
+    // SAFETY: a whole stage has at least `AHEAD` (≤ 2) groups.
+    core::array::from_fn(|i| unsafe { operands::<E, B_K_CONTIGUOUS, TM>(v, i as u32 * GROUP) })
+}
+
+/// Runs a whole stage (`groups` groups of [`GROUP`] k steps, a constant) on this lane's
+/// chains, in ascending k, from `window`, the operands of its first groups. Unrolled, with
+/// the operands of the group [`lookahead`] groups on read while a group's fmas run: a chain
+/// waits for nothing but its own previous fma. When `next` is given, the reads run on into
+/// that stage (its barrier is waited for first), and its first groups' operands come back.
+///
+/// # Safety
+/// The stage's B and f32 A hold `groups · GROUP` k steps, visible to this thread; `window`
+/// holds its first groups' operands; `next`, when given, is a whole stage of the ring whose
+/// barrier phase completes once the producers have finished it.
+#[inline(always)]
+unsafe fn full_stage<
+    E: Element,
+    const B_K_CONTIGUOUS: bool,
+    const TM: usize,
+    const AHEAD: usize,
+>(
     v: &StageView,
     groups: u32,
+    mut window: Window<AHEAD>,
+    next: Option<NextStage>,
     acc: &mut [f32; TM],
-) {
-    // SAFETY: group 0 lies inside the stage.
-    let mut next = unsafe { operands::<E, B_K_CONTIGUOUS, TM>(v, 0) };
+) -> Option<Window<AHEAD>> {
+    let ahead = AHEAD as u32;
     unroll2!(h => {
         unroll8!(l => {
             let g = (h * 8 + l) as u32;
             if g < groups {
-                let current = next;
-                if g + 1 < groups {
-                    // SAFETY: group g + 1 lies inside the stage.
-                    next = unsafe { operands::<E, B_K_CONTIGUOUS, TM>(v, (g + 1) * GROUP) };
+                let current = window[0];
+                let later = g + ahead;
+                let read = if later < groups {
+                    // SAFETY: group `later` lies inside the stage.
+                    Some(unsafe { operands::<E, B_K_CONTIGUOUS, TM>(v, later * GROUP) })
+                } else if let Some(n) = &next {
+                    if later == groups {
+                        // SAFETY: the barrier is initialised; the producers complete this
+                        // phase without waiting for this warp's release of the current slot
+                        // (they keep two slots free: `lag` = stages − 2).
+                        unsafe { wait_parity(n.full, n.parity) };
+                    }
+                    // SAFETY: group `later − groups` lies inside the next stage, handed over
+                    // by the wait above.
+                    Some(unsafe {
+                        operands::<E, B_K_CONTIGUOUS, TM>(&n.view, (later - groups) * GROUP)
+                    })
+                } else {
+                    None
+                };
+                // The window moves on a group, the read (if any) entering at its end.
+                if AHEAD == 2 {
+                    window[0] = window[AHEAD - 1];
+                }
+                if let Some(r) = read {
+                    window[AHEAD - 1] = r;
                 }
                 // SAFETY: forwarded contract.
                 unsafe { group::<TM>(v, g * GROUP, &current, acc) };
             }
         });
     });
+    next.map(|_| window)
 }
 
 /// Runs the first `steps` k steps of the stage (the last stage of K) on this lane's chains,
