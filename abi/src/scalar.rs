@@ -153,8 +153,21 @@ pub mod rows {
     pub const GROUP: u32 = 8;
     /// Most `cp.async` pieces of one operand a producer thread copies per stage.
     pub const MAX_PIECES: u32 = 8;
-    /// Buffers of A converted to f32 (16-bit inputs): the stage the chains read and the next.
-    pub const A_F32_BUFFERS: u32 = 2;
+    /// Buffers of A converted to f32 (16-bit inputs). Two hold the stage the chains read and
+    /// the next; with one or four rows per warp a third lets a producer convert a stage as
+    /// soon as it lands, without waiting for the chains to finish the stage before the one
+    /// they read: at those rows a stage lasts 150–300 ns, less than a producer's round of
+    /// sleep, copies and conversion, and the chains waited for it at every stage (H100
+    /// probe, docs/perf-notes.md). At 8 and 16 rows the third buffer would cost a stage of
+    /// the ring.
+    #[inline]
+    pub const fn a_f32_buffers(tm: u32) -> u32 {
+        if tm <= 4 {
+            3
+        } else {
+            2
+        }
+    }
     /// The largest ring: more stages than this buy nothing the lag cannot already cover.
     pub const MAX_STAGES: u32 = 12;
     /// Shared memory a block may use: 99 KiB, the most an sm_86 or sm_89 block may have,
@@ -217,7 +230,7 @@ pub mod rows {
     /// [`SMEM_LIMIT`], at most [`MAX_STAGES`].
     #[inline]
     pub const fn stages(tm: u32, bytes: u32) -> u32 {
-        let fixed = A_F32_BUFFERS * a_f32_bytes(tm, bytes) + barrier_bytes(MAX_STAGES);
+        let fixed = a_f32_buffers(tm) * a_f32_bytes(tm, bytes) + barrier_bytes(MAX_STAGES);
         let fit = (SMEM_LIMIT - fixed) / (b_stage_bytes(tm) + a_stage_bytes(tm));
         if fit > MAX_STAGES {
             MAX_STAGES
@@ -226,13 +239,12 @@ pub mod rows {
         }
     }
 
-    /// Stages whose copies a producer keeps in flight before it waits for the oldest: two
-    /// slots of the ring are the stage the chains read and the one converted for them next
-    /// (the f32 buffers of A are reused two stages apart, which the producer's wait for a
-    /// free slot then also covers).
+    /// Stages a producer is ahead of the one it hands over: at step g it finishes stage
+    /// g − lag, then refills the slot of stage g − stages and issues stage g. Two slots of
+    /// the ring are the stage the chains read and the one handed over next.
     #[inline]
     pub const fn lag(tm: u32, bytes: u32) -> u32 {
-        stages(tm, bytes) - A_F32_BUFFERS
+        stages(tm, bytes) - 2
     }
 
     /// Bytes of the ring's mbarriers: a "full" and an "empty" one per slot, 8 bytes each.
@@ -247,7 +259,7 @@ pub mod rows {
     pub const fn smem_bytes(tm: u32, bytes: u32) -> u32 {
         let s = stages(tm, bytes);
         s * (b_stage_bytes(tm) + a_stage_bytes(tm))
-            + A_F32_BUFFERS * a_f32_bytes(tm, bytes)
+            + a_f32_buffers(tm) * a_f32_bytes(tm, bytes)
             + barrier_bytes(s)
     }
 

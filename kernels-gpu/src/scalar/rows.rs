@@ -26,8 +26,8 @@
 //! tiled kernel, which gives the same bits.
 
 use super::config::rows::{
-    a_f32_bytes, a_stage_bytes, b_pitch, b_stage_bytes, lag, stage_k, stage_k_bytes, stages, BN,
-    GROUP, MAX_PIECES, PIECE, PRODUCER_THREADS, PRODUCER_WARPS, WARPS,
+    a_f32_buffers, a_f32_bytes, a_stage_bytes, b_pitch, b_stage_bytes, lag, stage_k, stage_k_bytes,
+    stages, BN, GROUP, MAX_PIECES, PIECE, PRODUCER_THREADS, PRODUCER_WARPS, WARPS,
 };
 use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::mbarrier_sm80 as mbarrier;
@@ -132,13 +132,15 @@ unsafe fn wait_parity(bar: u32, parity: u32) {
 /// Where the stages live in shared memory, and their sizes for one element type and `TM`.
 /// A stage's place in the ring is its [`Position`].
 struct Ring {
-    /// `stages` slots of B, then `stages` slots of A as loaded, then two of f32 A, then the
-    /// "full" and "empty" barriers of each slot.
+    /// `stages` slots of B, then `stages` slots of A as loaded, then `buffers` of f32 A,
+    /// then the "full" and "empty" barriers of each slot.
     b: u32,
     a: u32,
     a_f32: u32,
     barriers: u32,
     stages: u32,
+    /// Buffers of f32 A (16-bit inputs).
+    buffers: u32,
     /// Stages a producer keeps in flight.
     lag: u32,
     /// k steps per stage.
@@ -164,8 +166,9 @@ impl Ring {
             b: base,
             a: base + stages * b_slot,
             a_f32,
-            barriers: a_f32 + 2 * a_f32_slot,
+            barriers: a_f32 + a_f32_buffers(tm) * a_f32_slot,
             stages,
+            buffers: a_f32_buffers(tm),
             lag: lag(tm, bytes),
             k: stage_k(tm, bytes) as u64,
             row_bytes: stage_k_bytes(tm),
@@ -213,7 +216,7 @@ impl Ring {
 }
 
 /// Where stage g (counted over all of the block's tiles) lives: slot `g % stages`, phase
-/// parity `(g / stages) % 2` of the slot's barriers, f32 A buffer `g % 2`. Counted along
+/// parity `(g / stages) % 2` of the slot's barriers, f32 A buffer `g % buffers`. Counted along
 /// with g rather than divided out of it: the division by the ring's size cost a chain warp
 /// some 16 dependent instructions at every stage boundary (SASS of the sm_90 image).
 #[derive(Clone, Copy)]
@@ -231,14 +234,18 @@ impl Position {
         buffer: 0,
     };
 
-    /// The next stage's position in a ring of `stages` slots.
+    /// The next stage's position in `ring`.
     #[inline(always)]
-    fn next(self, stages: u32) -> Position {
-        let wrap = self.slot + 1 == stages;
+    fn next(self, ring: &Ring) -> Position {
+        let wrap = self.slot + 1 == ring.stages;
         Position {
             slot: if wrap { 0 } else { self.slot + 1 },
             parity: self.parity ^ wrap as u32,
-            buffer: self.buffer ^ 1,
+            buffer: if self.buffer + 1 == ring.buffers {
+                0
+            } else {
+                self.buffer + 1
+            },
         }
     }
 }
@@ -464,11 +471,10 @@ struct Bounds {
 /// A producer thread's whole run: every stage of every tile of the block, in order, then
 /// [`Ring::lag`] steps that only finish the stages still in flight.
 ///
-/// Step g waits until the chains are done with the slot's previous stage (g − stages),
-/// issues stage g's copies as one `cp.async` group, then waits for stage g − lag (its own
-/// copies of it) and finishes it: converts its own pieces of a 16-bit A into f32 buffer
-/// (g − lag) % 2, which the chains last read at stage g − lag − 2 = g − stages, released by
-/// the same wait, and arrives on the slot's "full" barrier for its warp.
+/// Step g hands stage g − lag over (waits for its own copies of it, converts its own pieces
+/// of a 16-bit A into the stage's f32 buffer, arrives on the slot's "full" barrier for its
+/// warp), then waits until the chains are done with the slot's previous stage (g − stages)
+/// and issues stage g's copies as one `cp.async` group ([`producer_step`]).
 ///
 /// # Safety
 /// As for [`gemm`]; `ptid` < `PRODUCER_THREADS`.
@@ -523,6 +529,13 @@ struct ProducerCursor {
 /// Step `g` of a producer (see [`produce`]): `copies` is stage g's tile and k tile, or None
 /// past the block's last stage. Moves `cursor` on to step g + 1.
 ///
+/// The step hands stage g − lag over before it issues stage g, so that the hand-over waits
+/// only for what it needs: its own copies, and for a 16-bit A the f32 buffer, last read at
+/// stage g − lag − buffers. With three buffers that stage was released before step g − 1
+/// issued its copies (g − lag − 3 = g − 1 − stages), so nothing the chains do now holds the
+/// stage back; with two it is the stage whose slot this step refills (g − stages), waited
+/// for first.
+///
 /// # Safety
 /// As for [`produce`].
 #[inline(always)]
@@ -534,8 +547,19 @@ unsafe fn producer_step<E: Element, const TM: usize>(
 ) {
     let (g, at) = (cursor.g, cursor.issue);
     cursor.g += 1;
-    cursor.issue = at.next(ring.stages);
-    if g >= ring.stages as u64 {
+    cursor.issue = at.next(ring);
+    let refills = g >= ring.stages as u64;
+    let buffer_first = E::BYTES != 4 && ring.buffers == 2;
+    if refills && buffer_first {
+        // SAFETY: as below.
+        unsafe { wait_parity_sleeping(ring.empty(at.slot), at.parity ^ 1) };
+    }
+    if g >= ring.lag as u64 {
+        // SAFETY: forwarded contract; the groups committed so far are those of stages
+        // 0 ..= g − 1.
+        unsafe { hand_over::<E, TM>(ring, cursor, ptid) };
+    }
+    if refills && !buffer_first {
         // SAFETY: the barrier is initialised; its phase for stage g − stages is the current
         // one or just completed (stage g − 2 · stages was released before step g − stages
         // went on).
@@ -546,30 +570,41 @@ unsafe fn producer_step<E: Element, const TM: usize>(
         unsafe { copies.stage::<E>(bounds, ring, kt, at.slot) };
     }
     cp_async_commit_group();
-    if g < ring.lag as u64 {
-        return;
-    }
-    // Stage g − lag is the oldest group in flight but `lag`.
+}
+
+/// Hands stage g − lag over at step g (see [`producer_step`]): waits for this thread's
+/// copies of it, converts the warp's pieces of a 16-bit A, and arrives on its "full"
+/// barrier for the warp.
+///
+/// # Safety
+/// As for [`produce`]; the groups committed are those of stages 0 ..= g − 1, and the f32
+/// buffer of stage g − lag is free.
+#[inline(always)]
+unsafe fn hand_over<E: Element, const TM: usize>(
+    ring: &Ring,
+    cursor: &mut ProducerCursor,
+    ptid: u32,
+) {
+    // Stage g − lag is the oldest group in flight but `lag − 1`.
     match ring.lag {
-        1 => cp_async_wait_group::<1>(),
-        2 => cp_async_wait_group::<2>(),
-        3 => cp_async_wait_group::<3>(),
-        4 => cp_async_wait_group::<4>(),
-        5 => cp_async_wait_group::<5>(),
-        6 => cp_async_wait_group::<6>(),
-        7 => cp_async_wait_group::<7>(),
-        8 => cp_async_wait_group::<8>(),
-        9 => cp_async_wait_group::<9>(),
-        _ => cp_async_wait_group::<10>(),
+        1 => cp_async_wait_group::<0>(),
+        2 => cp_async_wait_group::<1>(),
+        3 => cp_async_wait_group::<2>(),
+        4 => cp_async_wait_group::<3>(),
+        5 => cp_async_wait_group::<4>(),
+        6 => cp_async_wait_group::<5>(),
+        7 => cp_async_wait_group::<6>(),
+        8 => cp_async_wait_group::<7>(),
+        9 => cp_async_wait_group::<8>(),
+        _ => cp_async_wait_group::<9>(),
     }
     let done = cursor.finish;
-    cursor.finish = done.next(ring.stages);
+    cursor.finish = done.next(ring);
     if E::BYTES != 4 {
-        // Every lane's copies of stage g − lag, landed (above), for every lane of the warp.
+        // Every lane's copies of the stage, landed (above), for every lane of the warp.
         syncwarp();
         // SAFETY: the warp's copies of the stage have landed and are ordered for this lane;
-        // the chains are done with its f32 buffer (last read at stage g − lag − 2 =
-        // g − stages, waited for above).
+        // the chains are done with its f32 buffer (the caller's contract).
         unsafe { convert_a::<E, TM>(ring, done.slot, ring.a_f32_of(done), ptid) };
     }
     // The warp's copies and conversions, then one arrival for the warp (release).
@@ -649,10 +684,9 @@ fn unpack8<E: Element>(lo: [u32; 4], hi: [u32; 4]) -> [f32; 8] {
 /// it over, then the tile's outputs finished and stored. Lane `lane` of chain warp `warp`
 /// runs column `n0 + lane` for rows `m0 + warp · TM ..` (see [`chain_warps`]).
 ///
-/// With few rows per lane ([`carries_across`]), a whole stage followed by another whole
-/// stage (of this tile or the block's next) reads that stage's first groups while its own
-/// last fmas run ([`full_stage`]), so that a chain does not stall at the boundary on the
-/// barrier's test and the first reads.
+/// Where [`carries_across`] allows it (nowhere, as tuned now), a whole stage followed by
+/// another whole stage (of this tile or the block's next) reads that stage's first groups
+/// while its own last fmas run ([`full_stage`]).
 ///
 /// # Safety
 /// As for [`gemm`]; `warp` < `WARPS`.
@@ -686,7 +720,7 @@ unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const 
                 unsafe { wait_parity(ring.full(at.slot), at.parity) };
             }
             let view = ring.view::<E, TM>(at, warp, lane);
-            let next_at = at.next(ring.stages);
+            let next_at = at.next(ring);
             if kt < whole {
                 // Whether a whole stage follows: this tile's next, or the next tile's first.
                 let next_whole = if kt + 1 < k_tiles {
@@ -764,11 +798,13 @@ const fn lookahead(tm: usize) -> usize {
 }
 
 /// Whether a chain warp reads the next stage's first groups during the current stage's last
-/// ones. At eight and sixteen rows a group is 64 or 128 fmas, so the boundary costs those
-/// warps little, and the operands carried across it made ptxas spill under the block's
-/// register limit.
-const fn carries_across(tm: usize) -> bool {
-    tm <= 4
+/// ones (see [`full_stage`]). Off: on an H100 it made the one- and four-row kernels 3–20 %
+/// slower (docs/perf-notes.md, "Scalar few-row kernel: the stage boundary"). The wait for
+/// the next stage then comes before the current stage's last fmas, so a producer that hands
+/// stages over just in time stalls them; the producers, not the chains, set the pace at
+/// these rows. At eight and sixteen rows the carried operands also made ptxas spill.
+const fn carries_across(_tm: usize) -> bool {
+    false
 }
 
 /// The operands of the next `AHEAD` ([`lookahead`]) groups, in k order.
