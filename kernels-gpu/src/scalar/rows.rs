@@ -684,9 +684,10 @@ fn unpack8<E: Element>(lo: [u32; 4], hi: [u32; 4]) -> [f32; 8] {
 /// it over, then the tile's outputs finished and stored. Lane `lane` of chain warp `warp`
 /// runs column `n0 + lane` for rows `m0 + warp · TM ..` (see [`chain_warps`]).
 ///
-/// Where [`carries_across`] allows it (nowhere, as tuned now), a whole stage followed by
-/// another whole stage (of this tile or the block's next) reads that stage's first groups
-/// while its own last fmas run ([`full_stage`]).
+/// A stage's barrier is waited for only once it is this warp's turn to run it: reading the
+/// next stage's first groups during the current one's last fmas was measured slower on an
+/// H100 (docs/perf-notes.md, "Scalar few-row kernel: the stage boundary"), because the
+/// producers hand stages over just in time and that earlier wait stalled the last fmas.
 ///
 /// # Safety
 /// As for [`gemm`]; `warp` < `WARPS`.
@@ -704,47 +705,23 @@ unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const 
     let total = p.tiles_m * p.tiles_n * p.batch;
     let rows = (WARPS as usize * TM) as u64;
     let mut at = Position::FIRST;
-    // The first groups of the stage at `at`, read while the previous stage ran (its
-    // barrier waited for then), or None.
-    let mut carried: Option<Window<AHEAD>> = None;
     let mut tile = first_tile();
     while tile < total {
         let t = schedule::tile_at(p, tile, rows, BN as u64);
-        let last_tile = tile + tile_step() >= total;
         let mut acc = [0.0f32; TM];
         let mut kt = 0;
         while kt < k_tiles {
-            if carried.is_none() {
-                // SAFETY: the barrier is initialised; the producers cannot complete its next
-                // phase before this warp hands the slot back below.
-                unsafe { wait_parity(ring.full(at.slot), at.parity) };
-            }
+            // SAFETY: the barrier is initialised; the producers cannot complete its next
+            // phase before this warp hands the slot back below.
+            unsafe { wait_parity(ring.full(at.slot), at.parity) };
             let view = ring.view::<E, TM>(at, warp, lane);
-            let next_at = at.next(ring);
             if kt < whole {
-                // Whether a whole stage follows: this tile's next, or the next tile's first.
-                let next_whole = if kt + 1 < k_tiles {
-                    kt + 1 < whole
-                } else {
-                    !last_tile && whole > 0
-                };
-                let next = (next_whole && carries_across(TM)).then(|| NextStage {
-                    view: ring.view::<E, TM>(next_at, warp, lane),
-                    full: ring.full(next_at.slot),
-                    parity: next_at.parity,
-                });
-                // SAFETY: the stage's slots hold `ring.k` k steps, handed over above (or
-                // before the previous stage's last groups, when carried).
-                let window = carried.take().unwrap_or_else(|| unsafe {
-                    first_window::<E, B_K_CONTIGUOUS, TM, AHEAD>(&view)
-                });
                 let groups = ring.k as u32 / GROUP;
-                // SAFETY: as above; `next` is the stage at `next_at`, whole.
-                carried = unsafe {
-                    full_stage::<E, B_K_CONTIGUOUS, TM, AHEAD>(
-                        &view, groups, window, next, &mut acc,
-                    )
-                };
+                // SAFETY: the stage's slots hold `ring.k` k steps, handed over above.
+                unsafe {
+                    let window = first_window::<E, B_K_CONTIGUOUS, TM, AHEAD>(&view);
+                    full_stage::<E, B_K_CONTIGUOUS, TM, AHEAD>(&view, groups, window, &mut acc);
+                }
             } else {
                 let steps = (k - kt * ring.k) as u32;
                 // SAFETY: the stage's slots hold `steps` k steps, handed over above.
@@ -756,7 +733,7 @@ unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const 
                 // SAFETY: the barrier is initialised; this warp arrives once per phase.
                 unsafe { mbarrier::arrive(ring.empty(at.slot)) };
             }
-            at = next_at;
+            at = at.next(ring);
             kt += 1;
         }
         // SAFETY: forwarded contract.
@@ -776,14 +753,6 @@ struct StageView {
     lane: u32,
 }
 
-/// The whole stage after the one a chain warp runs: where to read it once its "full"
-/// barrier's phase of parity `parity` has completed.
-struct NextStage {
-    view: StageView,
-    full: u32,
-    parity: u32,
-}
-
 /// Groups a lane reads ahead of the one it runs. With one row per lane a group is eight
 /// dependent fmas, some 32 cycles, about a shared-memory read's latency with the unpacking
 /// after it, so one group ahead leaves the chain waiting at every group; two cover it. With
@@ -795,16 +764,6 @@ const fn lookahead(tm: usize) -> usize {
     } else {
         1
     }
-}
-
-/// Whether a chain warp reads the next stage's first groups during the current stage's last
-/// ones (see [`full_stage`]). Off: on an H100 it made the one- and four-row kernels 3–20 %
-/// slower (docs/perf-notes.md, "Scalar few-row kernel: the stage boundary"). The wait for
-/// the next stage then comes before the current stage's last fmas, so a producer that hands
-/// stages over just in time stalls them; the producers, not the chains, set the pace at
-/// these rows. At eight and sixteen rows the carried operands also made ptxas spill.
-const fn carries_across(_tm: usize) -> bool {
-    false
 }
 
 /// The operands of the next `AHEAD` ([`lookahead`]) groups, in k order.
@@ -830,13 +789,11 @@ unsafe fn first_window<
 /// Runs a whole stage (`groups` groups of [`GROUP`] k steps, a constant) on this lane's
 /// chains, in ascending k, from `window`, the operands of its first groups. Unrolled, with
 /// the operands of the group [`lookahead`] groups on read while a group's fmas run: a chain
-/// waits for nothing but its own previous fma. When `next` is given, the reads run on into
-/// that stage (its barrier is waited for first), and its first groups' operands come back.
+/// waits for nothing but its own previous fma.
 ///
 /// # Safety
 /// The stage's B and f32 A hold `groups · GROUP` k steps, visible to this thread; `window`
-/// holds its first groups' operands; `next`, when given, is a whole stage of the ring whose
-/// barrier phase completes once the producers have finished it.
+/// holds its first groups' operands.
 #[inline(always)]
 unsafe fn full_stage<
     E: Element,
@@ -847,9 +804,8 @@ unsafe fn full_stage<
     v: &StageView,
     groups: u32,
     mut window: Window<AHEAD>,
-    next: Option<NextStage>,
     acc: &mut [f32; TM],
-) -> Option<Window<AHEAD>> {
+) {
     let ahead = AHEAD as u32;
     unroll2!(h => {
         unroll8!(l => {
@@ -857,24 +813,9 @@ unsafe fn full_stage<
             if g < groups {
                 let current = window[0];
                 let later = g + ahead;
-                let read = if later < groups {
-                    // SAFETY: group `later` lies inside the stage.
-                    Some(unsafe { operands::<E, B_K_CONTIGUOUS, TM>(v, later * GROUP) })
-                } else if let Some(n) = &next {
-                    if later == groups {
-                        // SAFETY: the barrier is initialised; the producers complete this
-                        // phase without waiting for this warp's release of the current slot
-                        // (they keep two slots free: `lag` = stages − 2).
-                        unsafe { wait_parity(n.full, n.parity) };
-                    }
-                    // SAFETY: group `later − groups` lies inside the next stage, handed over
-                    // by the wait above.
-                    Some(unsafe {
-                        operands::<E, B_K_CONTIGUOUS, TM>(&n.view, (later - groups) * GROUP)
-                    })
-                } else {
-                    None
-                };
+                // SAFETY: group `later` lies inside the stage.
+                let read = (later < groups)
+                    .then(|| unsafe { operands::<E, B_K_CONTIGUOUS, TM>(v, later * GROUP) });
                 // The window moves on a group, the read (if any) entering at its end.
                 if AHEAD == 2 {
                     window[0] = window[AHEAD - 1];
@@ -887,7 +828,6 @@ unsafe fn full_stage<
             }
         });
     });
-    next.map(|_| window)
 }
 
 /// Runs the first `steps` k steps of the stage (the last stage of K) on this lane's chains,
