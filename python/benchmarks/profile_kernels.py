@@ -5,12 +5,14 @@ cluster explain most decode gaps (docs/perf-notes.md).
 
 The script runs itself under ``ncu`` once per shape (``--clock-control none``: the clocks float
 as in production; the SpeedOfLight and LaunchStats sections only, so a shape takes seconds),
-with an NVTX range around one ``F.linear`` and one ``sgemm_bi.linear`` (tensor-core tier) after
-a few warm-up calls, so that only those two calls' kernels are profiled.
+with an NVTX range around one ``F.linear`` and one ``sgemm_bi.linear`` (the tier ``--tier``
+names, tensor cores by default) after a few warm-up calls, so that only those two calls'
+kernels are profiled.
 
     SGEMM_BI_LIB=$PWD/.gpu/lib/libsgemm_bi.so python3 python/benchmarks/profile_kernels.py
     ... --shapes 64x4096x4096,256x4096x14336 --dtype f16
     ... --cache cold          # ncu flushes the caches before each kernel (default: warm)
+    ... --tier scalar --dtype f32 --shapes 1x4096x4096,16x4096x4096   # the scalar tier
     ... --ncu /path/to/ncu --extra "--section MemoryWorkloadAnalysis"
 
 Shapes are ``MxKxN`` of ``x[M, K] @ W[N, K]^T``. Exits 2 without ncu, PyTorch or a CUDA GPU.
@@ -194,7 +196,7 @@ def table(shape: tuple[int, int, int] | str, dtype: str, kernels: list[Kernel]) 
     return "\n".join(rows)
 
 
-def child(shape: tuple[int, int, int], dtype: str) -> None:
+def child(shape: tuple[int, int, int], dtype: str, tier: str) -> None:
     """Under ncu: warm up, then one call of each inside the NVTX range."""
     sys.path.insert(0, str(HERE.parent))
     import torch
@@ -202,17 +204,17 @@ def child(shape: tuple[int, int, int], dtype: str) -> None:
     import sgemm_bi
 
     m, k, n = shape
-    dt = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+    dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dtype]
     gen = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(m, k, device="cuda", dtype=dt, generator=gen)
     w = torch.randn(n, k, device="cuda", dtype=dt, generator=gen)
     for _ in range(3):
         F.linear(x, w)
-        sgemm_bi.linear(x, w, tier="tensor_cores")
+        sgemm_bi.linear(x, w, tier=tier)
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_push(RANGE)
     F.linear(x, w)
-    sgemm_bi.linear(x, w, tier="tensor_cores")
+    sgemm_bi.linear(x, w, tier=tier)
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
 
@@ -275,7 +277,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default=DEFAULT_SHAPES,
                     help=f"comma-separated MxKxN (default {DEFAULT_SHAPES})")
-    ap.add_argument("--dtype", choices=["bf16", "f16"], default="bf16")
+    ap.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16",
+                    help="f32 only with --tier scalar (the tensor-core tier takes 16-bit inputs)")
+    ap.add_argument("--tier", choices=["tensor_cores", "scalar"], default="tensor_cores",
+                    help="the tier of sgemm_bi.linear profiled next to F.linear")
     ap.add_argument("--cache", choices=["warm", "cold"], default="warm",
                     help="cold: ncu flushes the caches before each kernel")
     ap.add_argument("--ncu", default=os.environ.get("NCU", "ncu"), help="the ncu executable")
@@ -290,7 +295,7 @@ def main() -> None:
     ap.add_argument("--grouped-child", type=parse_grouped, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.dtype)
+        child(args.child, args.dtype, args.tier)
         return
     if args.grouped_child:
         grouped_child(args.grouped_child, args.passes)
@@ -300,6 +305,8 @@ def main() -> None:
         grouped = [parse_grouped(s) for s in args.grouped.split(",") if s]
     except argparse.ArgumentTypeError as e:
         ap.error(str(e))
+    if args.dtype == "f32" and args.tier != "scalar":
+        ap.error("--dtype f32 needs --tier scalar")
     if shutil.which(args.ncu) is None:
         print(f"profile_kernels: {args.ncu} not found (set --ncu or NCU)", file=sys.stderr)
         sys.exit(2)
@@ -320,8 +327,9 @@ def main() -> None:
         dtype = "bf16"
     else:
         runs = [(" × ".join(map(str, s)), [],
-                 ["--child", "x".join(map(str, s)), "--dtype", args.dtype]) for s in shapes]
-        dtype = args.dtype
+                 ["--child", "x".join(map(str, s)), "--dtype", args.dtype, "--tier", args.tier])
+                for s in shapes]
+        dtype = args.dtype if args.tier == "tensor_cores" else f"{args.dtype} (scalar tier)"
     for title, sections, child_args in runs:
         try:
             kernels, failed = profile(args.ncu, args.cache, sections + args.extra.split(),
