@@ -329,14 +329,17 @@ impl DecodeClusters {
 pub(crate) const PINGPONG_BN: u32 = 128;
 
 /// When the ping-pong kernels run: by default for accumulate-mode calls (dW) on 128-row
-/// tiles, where the epilogue's loads of the old C are long enough to be worth overlapping
+/// tiles with K ≤ [`PINGPONG_MAX_K`] ([`PingPongUse::ShortAccumulate`]), where the
+/// epilogue's loads of the old C are long enough beside the mainloop to be worth overlapping
 /// (dW 4096³: 0.93× → 1.02× of cuBLAS; the overwrite modes gained nothing, docs/perf-notes.md,
-/// version 10). `SGEMM_BI_PINGPONG=off` or `all` changes it, for measurements. The wide
-/// tiles of 8 and 16 rows are built with ping-pong consumers only ([`schedule_for_width`]),
-/// whatever it says; `off` keeps their 64-column tiles of an N-contiguous B cooperative.
+/// version 10). `SGEMM_BI_PINGPONG=off`, `accumulate` (every accumulate-mode call) or `all`
+/// changes it, for measurements. The wide tiles of 8 and 16 rows are built with ping-pong
+/// consumers only ([`schedule_for_width`]), whatever it says; `off` keeps their 64-column
+/// tiles of an N-contiguous B cooperative.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PingPongUse {
     Off,
+    ShortAccumulate,
     Accumulate,
     All,
 }
@@ -345,17 +348,28 @@ impl PingPongUse {
     fn from_env() -> Self {
         match std::env::var("SGEMM_BI_PINGPONG").as_deref() {
             Ok("off") | Ok("0") => PingPongUse::Off,
+            Ok("accumulate") => PingPongUse::Accumulate,
             Ok("all") => PingPongUse::All,
-            _ => PingPongUse::Accumulate,
+            _ => PingPongUse::ShortAccumulate,
         }
     }
 }
+
+/// The longest reduction the ping-pong kernels take by default. Beyond it the epilogue is a
+/// small share of a tile's time, and the ping-pong tiles (128 × 128, one per warpgroup) ask
+/// L2 for about 1.5× the bytes of the cooperative 128 × 256 ones; on an H100 their dW at K =
+/// 8192 and 16384 moved 3–4× cuBLAS's DRAM bytes and ran at 0.64–0.93× of cuBLAS, the
+/// cooperative kernels at 0.95–0.98× (docs/perf-notes.md, "dW into f32: the schedule by K").
+pub(crate) const PINGPONG_MAX_K: usize = 4096;
 
 /// The consumer schedule for `g` with tiles of `bm` rows. Like the tile, it never changes a
 /// bit: each accumulator takes the same steps in the same order.
 pub(crate) fn schedule(g: &Gemm, bm: u32, use_: PingPongUse) -> Schedule {
     let wanted = match use_ {
         PingPongUse::Off => false,
+        PingPongUse::ShortAccumulate => {
+            g.c.mode == OutputMode::AccumulateF32 && g.k <= PINGPONG_MAX_K
+        }
         PingPongUse::Accumulate => g.c.mode == OutputMode::AccumulateF32,
         PingPongUse::All => true,
     };
@@ -901,9 +915,11 @@ mod tests {
                 for m in [1, 8, 9, 17, 33, 64, 65, 128, 129, 256, 1000, 16384] {
                     for n in [8, 64, 200, 4096, 14336] {
                         for sms in [1, 132] {
-                            for use_ in
-                                [PingPongUse::Off, PingPongUse::Accumulate, PingPongUse::All]
-                            {
+                            for use_ in [
+                                PingPongUse::Off,
+                                PingPongUse::ShortAccumulate,
+                                PingPongUse::All,
+                            ] {
                                 for mode in
                                     [OutputMode::Overwrite(dtype), OutputMode::AccumulateF32]
                                 {
@@ -1143,7 +1159,7 @@ mod tests {
                 &g,
                 (0, 0, 0),
                 132,
-                PingPongUse::Accumulate,
+                PingPongUse::ShortAccumulate,
                 SkinnyUse::All,
                 DecodeClusters::Off,
                 OneRound::On,
@@ -1260,7 +1276,7 @@ mod tests {
             "sgemm_bi_hopper_f16_rc_n128_m16_pp"
         );
         // Their consumers take the tiles in turn (two warpgroups).
-        let acc = PingPongUse::Accumulate;
+        let acc = PingPongUse::ShortAccumulate;
         let for_width = |g: &Gemm, bm, bn, use_| {
             schedule_for_width(g, (bm, bn), 132, use_, Schedule::Cooperative)
         };
@@ -1322,16 +1338,24 @@ mod tests {
         );
     }
 
-    /// Ping-pong consumers for accumulate mode on 128-row tiles by default; clusters of two
-    /// when there are two tile rows.
+    /// Ping-pong consumers for accumulate mode on 128-row tiles with K ≤ 4096 by default
+    /// (every accumulate-mode call with `accumulate`); clusters of two when there are two
+    /// tile rows.
     #[test]
-    fn pingpong_runs_dw_on_tall_tiles() {
+    fn pingpong_runs_short_dw_on_tall_tiles() {
         let layouts = (Layout::ColMajor, Layout::RowMajor);
         let mut dw = gemm(4096, 4096, 4096, layouts);
         dw.c.mode = OutputMode::AccumulateF32;
+        let mut long_dw = gemm(4096, 4096, PINGPONG_MAX_K + 1, layouts);
+        long_dw.c.mode = OutputMode::AccumulateF32;
         let fwd = gemm(4096, 4096, 4096, layouts);
-        let acc = PingPongUse::Accumulate;
+        let acc = PingPongUse::ShortAccumulate;
         assert_eq!(schedule(&dw, BM, acc), Schedule::PingPong);
+        assert_eq!(schedule(&long_dw, BM, acc), Schedule::Cooperative);
+        assert_eq!(
+            schedule(&long_dw, BM, PingPongUse::Accumulate),
+            Schedule::PingPong
+        );
         assert_eq!(schedule(&dw, 64, acc), Schedule::Cooperative);
         assert_eq!(schedule(&fwd, BM, acc), Schedule::Cooperative);
         assert_eq!(schedule(&fwd, BM, PingPongUse::All), Schedule::PingPong);
