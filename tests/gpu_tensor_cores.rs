@@ -562,7 +562,9 @@ fn the_mma_sync_and_wgmma_paths_give_the_same_bits() {
 /// The Hopper path's clustered kernels (two blocks along M sharing each stage's B tile by
 /// multicast, picked for the widest tiles when there are several tile rows) give the
 /// mma.sync path's bits: odd tile-row counts (the last cluster's second block lies wholly
-/// past M), K tails, every layout, bias, accumulate and bf16 output, batches.
+/// past M), K tails, every layout, bias, accumulate and bf16 output, batches. Accumulate mode
+/// takes these kernels only past `PINGPONG_MAX_K` (K > 4096, `host/src/cuda/hopper.rs`), so one
+/// shape has such a K.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn clustered_tiles_give_the_same_bits() {
@@ -576,12 +578,13 @@ fn clustered_tiles_give_the_same_bits() {
     let stream = RawStream::new();
     let mut rng = Rng::new(0x7c_0005);
     // (M, N, K, batch): each gives at least 132 tiles of 128 × 256 (so BN = 256 and
-    // clusters), with 15, 16, 9 and 3 tile rows.
+    // clusters), with 15, 16, 9, 3 and 9 tile rows.
     let shapes = [
         (1900, 2560, 200, 1),
         (2048, 2304, 1000, 1),
         (1100, 4096, 72, 1),
         (300, 2560, 129, 9),
+        (1100, 4096, 4160, 1),
     ];
     let mut outputs = 0;
     for (case, &(m, n, k, batch)) in shapes.iter().enumerate() {
