@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -115,6 +116,22 @@ def test_cutlass_kernel_names_shrink_to_their_tile_cluster_and_schedule():
         "at::prepare_grouped_gemm_data<…>")
     assert pk.short_name("sgemm_bi_hopper_grouped_k_bf16_n256") == (
         "sgemm_bi_hopper_grouped_k_bf16_n256")
+
+
+def test_f32_profiles_need_the_scalar_tier():
+    script = str(BENCHMARKS / "profile_kernels.py")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, script, "--shapes", "1x64x64", *args],
+                              capture_output=True, text=True, timeout=60)
+
+    refused = run("--dtype", "f32")
+    assert refused.returncode == 2
+    assert "--dtype f32 needs --tier scalar" in refused.stderr
+    # Accepted with the scalar tier: it goes on to look for ncu (absent here, by name).
+    accepted = run("--dtype", "f32", "--tier", "scalar", "--ncu", "no-such-ncu-sgemm-bi")
+    assert accepted.returncode == 2
+    assert "no-such-ncu-sgemm-bi not found" in accepted.stderr
 
 
 def test_trace_sequences_parse_or_are_rejected():

@@ -356,10 +356,11 @@ impl PingPongUse {
 }
 
 /// The longest reduction the ping-pong kernels take by default. Beyond it the epilogue is a
-/// small share of a tile's time, and the ping-pong tiles (128 × 128, one per warpgroup) ask
-/// L2 for about 1.5× the bytes of the cooperative 128 × 256 ones; on an H100 their dW at K =
-/// 8192 and 16384 moved 3–4× cuBLAS's DRAM bytes and ran at 0.64–0.93× of cuBLAS, the
-/// cooperative kernels at 0.95–0.98× (docs/perf-notes.md, "dW into f32: the schedule by K").
+/// small share of a tile's time, while the ping-pong tiles (128 × 128, one per warpgroup,
+/// each reading its A strip alone) ask L2 for more bytes per output than the cooperative
+/// 128 × 256 ones. On an H100 their dW at K = 16384 read 2–4× cuBLAS's DRAM bytes, and at
+/// K = 8192 and 16384 ran at 0.64–0.93× of cuBLAS against the cooperative kernels'
+/// 0.95–0.98× (docs/perf-notes.md, "dW into f32: the schedule by K").
 pub(crate) const PINGPONG_MAX_K: usize = 4096;
 
 /// The consumer schedule for `g` with tiles of `bm` rows. Like the tile, it never changes a
