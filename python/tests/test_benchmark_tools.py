@@ -134,6 +134,28 @@ def test_f32_profiles_need_the_scalar_tier():
     assert "no-such-ncu-sgemm-bi not found" in accepted.stderr
 
 
+def test_smem_broadcast_warps_parse_or_are_rejected():
+    sb = load("smem_broadcast")
+    assert sb.parse_warps("4,16,32") == [4, 16, 32]
+    for bad in ("", "0", "33", "4,x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            sb.parse_warps(bad)
+
+
+def test_smem_broadcast_exits_2_without_a_gpu():
+    # This machine has no CUDA GPU (CI), and perhaps no CuPy: either way exit 2, not a trace.
+    try:
+        import cupy  # noqa: F401
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            pytest.skip("a CUDA GPU is present")
+    except Exception:
+        pass
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "smem_broadcast.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "smem_broadcast:" in out.stderr
+
+
 def test_trace_sequences_parse_or_are_rejected():
     tg = load("trace_grouped")
     assert tg.parse_sequences("fwd,fwd+dx+dw") == [["fwd"], ["fwd", "dx", "dw"]]
