@@ -91,13 +91,12 @@ def main() -> None:
         print(f"smem_broadcast: CuPy is needed ({e})", file=sys.stderr)
         sys.exit(2)
     try:
-        device = cp.cuda.Device(0)
-        major, minor = device.compute_capability[:-1], device.compute_capability[-1]
+        arch = f"sm_{cp.cuda.Device(0).compute_capability}"  # "90" → sm_90
         name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     except cp.cuda.runtime.CUDARuntimeError as e:
         print(f"smem_broadcast: no CUDA GPU ({e})", file=sys.stderr)
         sys.exit(2)
-    probe = cp.RawModule(code=PROBE, options=(f"-arch=sm_{major}{minor}",)).get_function("probe")
+    probe = cp.RawModule(code=PROBE, options=(f"-arch={arch}",)).get_function("probe")
     sink = cp.zeros(1024, dtype=cp.float32)
     print(f"# Shared-memory reads by pattern, {name}\n")
     print("SM cycles per warp-load (a block's `clock64` span over the loads of its warps), "
