@@ -165,3 +165,32 @@ def test_trace_sequences_parse_or_are_rejected():
             tg.parse_sequences(bad)
     assert tg.short("void " + "x" * 60, 10) == "x" * 9 + "…"
     assert tg.short("sgemm_bi_hopper_grouped_k_bf16_n256") == "sgemm_bi_hopper_grouped_k_bf16_n256"
+
+
+def test_scalar_lane_tiles_shapes_and_tiles_parse_or_are_rejected():
+    lt = load("scalar_lane_tiles")
+    assert lt.parse_shapes("16x4096x4096,1X8X32") == [(16, 4096, 4096), (1, 8, 32)]
+    for bad in ("", "16x4096", "0x8x32", "16x4095x32", "axbxc"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            lt.parse_shapes(bad)
+    assert lt.parse_tiles("4x1/4x1,2x2/2x2") == [(4, 1, 4, 1), (2, 2, 2, 2)]
+    for bad in ("", "3x1/4x1", "4x3/4x1", "4x1/0x1", "4x1/8x4", "16x4/4x1", "4x1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            lt.parse_tiles(bad)
+    # The kernel's own tile, two stages: 32 B columns of 256 + 16 bytes, 16 f32 A rows of
+    # 128 k steps (bf16) or 64 (f32).
+    assert lt.smem_bytes(4, 1, 4, 1, 2) == 2 * (32 * 272 + 16 * 128 * 4)
+    assert lt.smem_bytes(4, 1, 4, 1, 4) == 2 * (32 * 272 + 16 * 64 * 4)
+
+
+def test_scalar_lane_tiles_exits_2_without_a_gpu():
+    try:
+        import cupy  # noqa: F401
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            pytest.skip("a CUDA GPU is present")
+    except Exception:
+        pass
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "scalar_lane_tiles.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "scalar_lane_tiles:" in out.stderr
