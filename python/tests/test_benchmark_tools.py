@@ -142,7 +142,8 @@ def test_smem_broadcast_warps_parse_or_are_rejected():
             sb.parse_warps(bad)
 
 
-def test_smem_broadcast_exits_2_without_a_gpu():
+@pytest.mark.parametrize("probe", ["smem_broadcast", "scalar_lane_tiles"])
+def test_cupy_probes_exit_2_without_a_gpu(probe):
     # This machine has no CUDA GPU (CI), and perhaps no CuPy: either way exit 2, not a trace.
     try:
         import cupy  # noqa: F401
@@ -150,10 +151,10 @@ def test_smem_broadcast_exits_2_without_a_gpu():
             pytest.skip("a CUDA GPU is present")
     except Exception:
         pass
-    out = subprocess.run([sys.executable, str(BENCHMARKS / "smem_broadcast.py")],
+    out = subprocess.run([sys.executable, str(BENCHMARKS / f"{probe}.py")],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
-    assert "smem_broadcast:" in out.stderr
+    assert f"{probe}:" in out.stderr
 
 
 def test_trace_sequences_parse_or_are_rejected():
@@ -181,16 +182,3 @@ def test_scalar_lane_tiles_shapes_and_tiles_parse_or_are_rejected():
     # 128 k steps (bf16) or 64 (f32).
     assert lt.smem_bytes(4, 1, 4, 1, 2) == 2 * (32 * 272 + 16 * 128 * 4)
     assert lt.smem_bytes(4, 1, 4, 1, 4) == 2 * (32 * 272 + 16 * 64 * 4)
-
-
-def test_scalar_lane_tiles_exits_2_without_a_gpu():
-    try:
-        import cupy  # noqa: F401
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            pytest.skip("a CUDA GPU is present")
-    except Exception:
-        pass
-    out = subprocess.run([sys.executable, str(BENCHMARKS / "scalar_lane_tiles.py")],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2, out.stderr
-    assert "scalar_lane_tiles:" in out.stderr
