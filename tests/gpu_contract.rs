@@ -244,7 +244,7 @@ fn a_call_split_between_tile_widths_matches_cpu() {
 }
 
 /// The few-row kernel (M ≤ 64, operands in 16-byte pieces; `kernels-gpu/src/scalar/rows.rs`)
-/// against the CPU, bit for bit: each of its four row counts per block, both B layouts,
+/// against the CPU, bit for bit: each of the planner's row counts per block, both B layouts,
 /// K that ends mid-group, mid-stage and after many stages, N past and short of a 32-column
 /// block, every output mode, with and without a bias, batched with a broadcast B, and a
 /// single column-major row of A.
@@ -329,6 +329,38 @@ fn the_few_row_kernel_matches_cpu() {
         calls += 1;
     }
     println!("{calls} few-row calls identical on CPU and GPU");
+}
+
+/// Every lane tile of the few-row kernel (`sgemm_bi_abi::scalar::rows::VARIANTS`) against the
+/// CPU: the planner takes one tile per call shape, so each tile is forced in turn
+/// (`SGEMM_BI_SCALAR_ROWS_PER_WARP`, `SGEMM_BI_SCALAR_COLS_PER_LANE`, read once per process)
+/// on a child run of this binary's [`the_few_row_kernel_matches_cpu`], whose sweep then runs
+/// every M, N and K through that tile: blocks past M and N, K ending mid-group and mid-stage.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_lane_tile_of_the_few_row_kernel_matches_cpu() {
+    let Some(_gpu) = gpu_engine() else { return };
+    let exe = std::env::current_exe().expect("this test binary");
+    for (tm, tn) in sgemm_bi_abi::scalar::rows::VARIANTS {
+        let out = std::process::Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "the_few_row_kernel_matches_cpu",
+                "--test-threads=1",
+            ])
+            .env("SGEMM_BI_SCALAR_ROWS_PER_WARP", tm.to_string())
+            .env("SGEMM_BI_SCALAR_COLS_PER_LANE", tn.to_string())
+            .env("SGEMM_BI_REQUIRE_GPU", "1")
+            .output()
+            .expect("a child run of this binary");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "lane tile {tm} x {tn}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

@@ -115,9 +115,13 @@ pub struct Kind {
 pub enum Family {
     /// The scalar tier's 128-row tiles (`scalar::gemm`).
     ScalarTiled { tile: ScalarTile },
-    /// The scalar tier's few-row kernel (`scalar::rows`), `rows_per_warp` of
-    /// [`scalar::rows::VARIANTS`]. A is always read along K.
-    ScalarRows { rows_per_warp: u32 },
+    /// The scalar tier's few-row kernel (`scalar::rows`), a lane tile of
+    /// [`scalar::rows::VARIANTS`]: `rows_per_warp` (TM) rows × `cols_per_lane` (TN) columns.
+    /// A is always read along K.
+    ScalarRows {
+        rows_per_warp: u32,
+        cols_per_lane: u32,
+    },
     /// The scalar tier's grouped kernel (`scalar::grouped`): one thread per output element of
     /// the rows split, the group ends read on the device. A is always read along K.
     ScalarGrouped,
@@ -221,9 +225,13 @@ impl Family {
             Family::ScalarTiled {
                 tile: ScalarTile::Narrow,
             } => (scalar::BM, scalar::narrow::BN),
-            Family::ScalarRows { rows_per_warp } => {
-                (scalar::rows::WARPS * rows_per_warp, scalar::rows::BN)
-            }
+            Family::ScalarRows {
+                rows_per_warp,
+                cols_per_lane,
+            } => (
+                scalar::rows::WARPS * rows_per_warp,
+                scalar::rows::block_cols(cols_per_lane),
+            ),
             // A block's elements run along a row (and on into the next).
             Family::ScalarGrouped | Family::ScalarGroupedReduction => (1, scalar::grouped::THREADS),
             Family::Mma { .. } => (tensor::BM, tensor::BN),
@@ -259,9 +267,10 @@ impl Family {
             Family::ScalarTiled {
                 tile: ScalarTile::Narrow,
             } => scalar::narrow::SMEM_BYTES,
-            Family::ScalarRows { rows_per_warp } => {
-                scalar::rows::smem_bytes(rows_per_warp, element.bytes())
-            }
+            Family::ScalarRows {
+                rows_per_warp,
+                cols_per_lane,
+            } => scalar::rows::smem_bytes(rows_per_warp, cols_per_lane, element.bytes()),
             Family::ScalarGrouped | Family::ScalarGroupedReduction => 0,
             Family::Mma { .. } => tensor::SMEM_BYTES,
             Family::Hopper { .. }
@@ -275,9 +284,16 @@ impl Family {
             (Family::ScalarTiled { tile: x }, Family::ScalarTiled { tile: y }) => {
                 x as u8 == y as u8
             }
-            (Family::ScalarRows { rows_per_warp: x }, Family::ScalarRows { rows_per_warp: y }) => {
-                x == y
-            }
+            (
+                Family::ScalarRows {
+                    rows_per_warp: x,
+                    cols_per_lane: xn,
+                },
+                Family::ScalarRows {
+                    rows_per_warp: y,
+                    cols_per_lane: yn,
+                },
+            ) => x == y && xn == yn,
             (Family::ScalarGrouped, Family::ScalarGrouped) => true,
             (Family::ScalarGroupedReduction, Family::ScalarGroupedReduction) => true,
             (Family::Mma { cp_async: x }, Family::Mma { cp_async: y }) => x == y,
@@ -389,7 +405,7 @@ pub const fn find(kind: &Kind) -> Option<usize> {
 /// - `scalar_tiled`: name, element, A K-contiguous, B K-contiguous, tile (`wide` or
 ///   `narrow`, the module of `scalar`), k steps per loop trip (a constant of that module),
 ///   f32 operands copied by `cp.async`, whole K tiles read through cursors;
-/// - `scalar_rows`: name, element, B K-contiguous, rows per warp;
+/// - `scalar_rows`: name, element, B K-contiguous, rows per warp, columns per lane;
 /// - `scalar_grouped`: name, element, B K-contiguous (A is K-contiguous: the tokens' rows);
 /// - `scalar_grouped_reduction`: name, element (any layout of A and B: strides in the
 ///   parameters);
@@ -441,33 +457,47 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_scalar_f16_cc F16, false, true, wide, STEPS, false, false;
                     sgemm_bi_scalar_f16_cc_n64 F16, false, true, narrow, STEPS, false, true;
                 }
-                // `_m<rows>`: blocks of 4, 16, 32 or 64 rows (1, 4, 8 or 16 per warp); A is
-                // read along K, so only B's layout names an entry.
+                // `_m<rows>[_n<columns>]`: blocks of 4, 16, 32 or 64 rows × 32 columns (1, 4, 8
+                // or 16 rows per warp, one column per lane), and of 16 rows × 64 or 128 columns
+                // (4 rows per warp, 2 or 4 columns per lane); A is read along K, so only B's
+                // layout names an entry.
                 scalar_rows {
-                    sgemm_bi_scalar_rows_f32_r_m4 F32, false, 1;
-                    sgemm_bi_scalar_rows_f32_c_m4 F32, true, 1;
-                    sgemm_bi_scalar_rows_f32_r_m16 F32, false, 4;
-                    sgemm_bi_scalar_rows_f32_c_m16 F32, true, 4;
-                    sgemm_bi_scalar_rows_f32_r_m32 F32, false, 8;
-                    sgemm_bi_scalar_rows_f32_r_m64 F32, false, 16;
-                    sgemm_bi_scalar_rows_f32_c_m32 F32, true, 8;
-                    sgemm_bi_scalar_rows_f32_c_m64 F32, true, 16;
-                    sgemm_bi_scalar_rows_bf16_r_m4 Bf16, false, 1;
-                    sgemm_bi_scalar_rows_bf16_c_m4 Bf16, true, 1;
-                    sgemm_bi_scalar_rows_bf16_r_m16 Bf16, false, 4;
-                    sgemm_bi_scalar_rows_bf16_c_m16 Bf16, true, 4;
-                    sgemm_bi_scalar_rows_bf16_r_m32 Bf16, false, 8;
-                    sgemm_bi_scalar_rows_bf16_r_m64 Bf16, false, 16;
-                    sgemm_bi_scalar_rows_bf16_c_m32 Bf16, true, 8;
-                    sgemm_bi_scalar_rows_bf16_c_m64 Bf16, true, 16;
-                    sgemm_bi_scalar_rows_f16_r_m4 F16, false, 1;
-                    sgemm_bi_scalar_rows_f16_c_m4 F16, true, 1;
-                    sgemm_bi_scalar_rows_f16_r_m16 F16, false, 4;
-                    sgemm_bi_scalar_rows_f16_c_m16 F16, true, 4;
-                    sgemm_bi_scalar_rows_f16_r_m32 F16, false, 8;
-                    sgemm_bi_scalar_rows_f16_r_m64 F16, false, 16;
-                    sgemm_bi_scalar_rows_f16_c_m32 F16, true, 8;
-                    sgemm_bi_scalar_rows_f16_c_m64 F16, true, 16;
+                    sgemm_bi_scalar_rows_f32_r_m4 F32, false, 1, 1;
+                    sgemm_bi_scalar_rows_f32_c_m4 F32, true, 1, 1;
+                    sgemm_bi_scalar_rows_f32_r_m16 F32, false, 4, 1;
+                    sgemm_bi_scalar_rows_f32_c_m16 F32, true, 4, 1;
+                    sgemm_bi_scalar_rows_f32_r_m32 F32, false, 8, 1;
+                    sgemm_bi_scalar_rows_f32_c_m32 F32, true, 8, 1;
+                    sgemm_bi_scalar_rows_f32_r_m64 F32, false, 16, 1;
+                    sgemm_bi_scalar_rows_f32_c_m64 F32, true, 16, 1;
+                    sgemm_bi_scalar_rows_f32_r_m16_n64 F32, false, 4, 2;
+                    sgemm_bi_scalar_rows_f32_c_m16_n64 F32, true, 4, 2;
+                    sgemm_bi_scalar_rows_f32_r_m16_n128 F32, false, 4, 4;
+                    sgemm_bi_scalar_rows_f32_c_m16_n128 F32, true, 4, 4;
+                    sgemm_bi_scalar_rows_bf16_r_m4 Bf16, false, 1, 1;
+                    sgemm_bi_scalar_rows_bf16_c_m4 Bf16, true, 1, 1;
+                    sgemm_bi_scalar_rows_bf16_r_m16 Bf16, false, 4, 1;
+                    sgemm_bi_scalar_rows_bf16_c_m16 Bf16, true, 4, 1;
+                    sgemm_bi_scalar_rows_bf16_r_m32 Bf16, false, 8, 1;
+                    sgemm_bi_scalar_rows_bf16_c_m32 Bf16, true, 8, 1;
+                    sgemm_bi_scalar_rows_bf16_r_m64 Bf16, false, 16, 1;
+                    sgemm_bi_scalar_rows_bf16_c_m64 Bf16, true, 16, 1;
+                    sgemm_bi_scalar_rows_bf16_r_m16_n64 Bf16, false, 4, 2;
+                    sgemm_bi_scalar_rows_bf16_c_m16_n64 Bf16, true, 4, 2;
+                    sgemm_bi_scalar_rows_bf16_r_m16_n128 Bf16, false, 4, 4;
+                    sgemm_bi_scalar_rows_bf16_c_m16_n128 Bf16, true, 4, 4;
+                    sgemm_bi_scalar_rows_f16_r_m4 F16, false, 1, 1;
+                    sgemm_bi_scalar_rows_f16_c_m4 F16, true, 1, 1;
+                    sgemm_bi_scalar_rows_f16_r_m16 F16, false, 4, 1;
+                    sgemm_bi_scalar_rows_f16_c_m16 F16, true, 4, 1;
+                    sgemm_bi_scalar_rows_f16_r_m32 F16, false, 8, 1;
+                    sgemm_bi_scalar_rows_f16_c_m32 F16, true, 8, 1;
+                    sgemm_bi_scalar_rows_f16_r_m64 F16, false, 16, 1;
+                    sgemm_bi_scalar_rows_f16_c_m64 F16, true, 16, 1;
+                    sgemm_bi_scalar_rows_f16_r_m16_n64 F16, false, 4, 2;
+                    sgemm_bi_scalar_rows_f16_c_m16_n64 F16, true, 4, 2;
+                    sgemm_bi_scalar_rows_f16_r_m16_n128 F16, false, 4, 4;
+                    sgemm_bi_scalar_rows_f16_c_m16_n128 F16, true, 4, 4;
                 }
                 mma {
                     sgemm_bi_tc_bf16_rr Bf16, true, false, true;
@@ -777,9 +807,9 @@ macro_rules! spec_table {
             Family::ScalarTiled { tile: spec_table!(@tile $tile) });)*
     };
     (@specs $all:ident, $i:ident, $module:ident, scalar_rows
-        $($name:ident $elem:ident, $b:literal, $tm:literal;)*) => {
+        $($name:ident $elem:ident, $b:literal, $tm:literal, $tn:literal;)*) => {
         $(spec_table!(@one $all, $i, $name, $module, $elem, true, $b,
-            Family::ScalarRows { rows_per_warp: $tm });)*
+            Family::ScalarRows { rows_per_warp: $tm, cols_per_lane: $tn });)*
     };
     (@specs $all:ident, $i:ident, $module:ident, scalar_grouped
         $($name:ident $elem:ident, $b:literal;)*) => {

@@ -128,14 +128,15 @@ const _: () = check::<{ wide::BN }, { wide::BK }, { wide::TN }>();
 const _: () = check::<{ narrow::BN }, { narrow::BK }, { narrow::TN }>();
 
 /// The few-row kernel (`M ≤ 64`, decode and the bias gradient's `onesᵀ · dY`): a block owns
-/// [`rows::BN`] columns and `4 · TM` rows; each lane of a chain warp runs the chains of one
-/// column for `TM` rows of its own, reading B and A from a ring of `stages` shared-memory
-/// stages that producer warps fill by `cp.async` ahead of the chains and hand over through
-/// mbarriers. Parallelism comes from N (one block per 32 columns) and from streaming B, never
-/// from splitting K: every chain is the contract's one ascending fma chain.
+/// `32 · TN` columns and `4 · TM` rows; each lane of a chain warp runs the chains of `TN`
+/// columns (lane `l` takes columns `l, l + 32, …`) for `TM` rows of its own, reading B and A
+/// from a ring of `stages` shared-memory stages that producer warps fill by `cp.async` ahead
+/// of the chains and hand over through mbarriers. Parallelism comes from N (one block per
+/// `32 · TN` columns) and from streaming B, never from splitting K: every chain is the
+/// contract's one ascending fma chain.
 pub mod rows {
-    /// Output columns per block: one per lane.
-    pub const BN: u32 = 32;
+    /// Lanes of a chain warp: a block's columns are `LANES · TN`.
+    pub const LANES: u32 = 32;
     /// Chain warps per block, each owning `TM` consecutive rows of the block's tile.
     pub const WARPS: u32 = 4;
     /// Producer warps per block: they copy the stages, convert a 16-bit A to f32 and signal
@@ -174,16 +175,27 @@ pub mod rows {
     /// since the sm80 module serves every GPU.
     pub const SMEM_LIMIT: u32 = 99 * 1024;
 
-    /// The row counts per warp the host can launch (`TM`): 1, 4, 8 and 16, i.e. blocks of 4,
-    /// 16, 32 and 64 rows. More rows per lane share each B element among more chains (fewer
-    /// loads and conversions per fma); fewer leave more warps busy at a given M.
-    pub const VARIANTS: [u32; 4] = [1, 4, 8, 16];
+    /// The lane tiles the host can launch, `(TM, TN)`: rows per warp and columns per lane,
+    /// i.e. blocks of 4, 16, 32 and 64 rows × 32 columns, and of 16 rows × 64 or 128
+    /// columns. More rows per lane share each B element among more chains, more columns
+    /// each A element (fewer shared-memory reads and conversions per fma); smaller blocks
+    /// leave more warps busy at a given M and N.
+    pub const VARIANTS: [(u32, u32); 6] = [(1, 1), (4, 1), (8, 1), (16, 1), (4, 2), (4, 4)];
 
-    /// Bytes of k staged per row and stage: a stage holds `stage_k(tm, bytes)` k steps.
-    /// Shorter stages at 8 and 16 rows per warp leave room for more of them in the ring.
+    /// Output columns of a block whose lanes own `tn` columns each.
     #[inline]
-    pub const fn stage_k_bytes(tm: u32) -> u32 {
-        if tm >= 8 {
+    pub const fn block_cols(tn: u32) -> u32 {
+        LANES * tn
+    }
+
+    /// Bytes of k staged per row and stage: a stage holds `stage_k(tm, tn, bytes)` k steps.
+    /// Shorter stages where a block has more rows or columns leave room for more of them in
+    /// the ring, and keep B's pieces within [`MAX_PIECES`] per producer.
+    #[inline]
+    pub const fn stage_k_bytes(tm: u32, tn: u32) -> u32 {
+        if tn >= 4 {
+            64
+        } else if tm >= 8 || tn == 2 {
             128
         } else {
             256
@@ -192,46 +204,46 @@ pub mod rows {
 
     /// k steps per stage for elements of `bytes` bytes.
     #[inline]
-    pub const fn stage_k(tm: u32, bytes: u32) -> u32 {
-        stage_k_bytes(tm) / bytes
+    pub const fn stage_k(tm: u32, tn: u32, bytes: u32) -> u32 {
+        stage_k_bytes(tm, tn) / bytes
     }
 
     /// Byte pitch of a staged B column (k-contiguous B): 16 bytes over the row, so that the
     /// 16-byte reads of eight consecutive lanes fall in distinct banks.
     #[inline]
-    pub const fn b_pitch(tm: u32) -> u32 {
-        stage_k_bytes(tm) + PIECE
+    pub const fn b_pitch(tm: u32, tn: u32) -> u32 {
+        stage_k_bytes(tm, tn) + PIECE
     }
 
-    /// Bytes of one stage's B: `BN` columns of `b_pitch` (a k-contiguous B), which also holds
-    /// `stage_k` rows of `BN` elements (an N-contiguous B).
+    /// Bytes of one stage's B: the block's columns of `b_pitch` (a k-contiguous B), which
+    /// also holds `stage_k` rows of the block's columns (an N-contiguous B).
     #[inline]
-    pub const fn b_stage_bytes(tm: u32) -> u32 {
-        BN * b_pitch(tm)
+    pub const fn b_stage_bytes(tm: u32, tn: u32) -> u32 {
+        block_cols(tn) * b_pitch(tm, tn)
     }
 
     /// Bytes of one stage's A, as loaded: `WARPS · tm` rows of `stage_k_bytes`.
     #[inline]
-    pub const fn a_stage_bytes(tm: u32) -> u32 {
-        WARPS * tm * stage_k_bytes(tm)
+    pub const fn a_stage_bytes(tm: u32, tn: u32) -> u32 {
+        WARPS * tm * stage_k_bytes(tm, tn)
     }
 
     /// Bytes of A converted to f32 for one stage (16-bit inputs; f32 A is read as loaded).
     #[inline]
-    pub const fn a_f32_bytes(tm: u32, bytes: u32) -> u32 {
+    pub const fn a_f32_bytes(tm: u32, tn: u32, bytes: u32) -> u32 {
         if bytes == 4 {
             0
         } else {
-            WARPS * tm * stage_k(tm, bytes) * 4
+            WARPS * tm * stage_k(tm, tn, bytes) * 4
         }
     }
 
     /// Stages in the ring: as many as fit beside the f32 buffers of A and the barriers in
     /// [`SMEM_LIMIT`], at most [`MAX_STAGES`].
     #[inline]
-    pub const fn stages(tm: u32, bytes: u32) -> u32 {
-        let fixed = a_f32_buffers(tm) * a_f32_bytes(tm, bytes) + barrier_bytes(MAX_STAGES);
-        let fit = (SMEM_LIMIT - fixed) / (b_stage_bytes(tm) + a_stage_bytes(tm));
+    pub const fn stages(tm: u32, tn: u32, bytes: u32) -> u32 {
+        let fixed = a_f32_buffers(tm) * a_f32_bytes(tm, tn, bytes) + barrier_bytes(MAX_STAGES);
+        let fit = (SMEM_LIMIT - fixed) / (b_stage_bytes(tm, tn) + a_stage_bytes(tm, tn));
         if fit > MAX_STAGES {
             MAX_STAGES
         } else {
@@ -243,8 +255,8 @@ pub mod rows {
     /// g − lag, then refills the slot of stage g − stages and issues stage g. Two slots of
     /// the ring are the stage the chains read and the one handed over next.
     #[inline]
-    pub const fn lag(tm: u32, bytes: u32) -> u32 {
-        stages(tm, bytes) - 2
+    pub const fn lag(tm: u32, tn: u32, bytes: u32) -> u32 {
+        stages(tm, tn, bytes) - 2
     }
 
     /// Bytes of the ring's mbarriers: a "full" and an "empty" one per slot, 8 bytes each.
@@ -256,46 +268,56 @@ pub mod rows {
     /// Dynamic shared memory of a block: the ring of B and A stages, the f32 buffers of A,
     /// then the barriers.
     #[inline]
-    pub const fn smem_bytes(tm: u32, bytes: u32) -> u32 {
-        let s = stages(tm, bytes);
-        s * (b_stage_bytes(tm) + a_stage_bytes(tm))
-            + a_f32_buffers(tm) * a_f32_bytes(tm, bytes)
+    pub const fn smem_bytes(tm: u32, tn: u32, bytes: u32) -> u32 {
+        let s = stages(tm, tn, bytes);
+        s * (b_stage_bytes(tm, tn) + a_stage_bytes(tm, tn))
+            + a_f32_buffers(tm) * a_f32_bytes(tm, tn, bytes)
             + barrier_bytes(s)
     }
 
-    const fn check(tm: u32, bytes: u32) {
+    const fn check(tm: u32, tn: u32, bytes: u32) {
         assert!(
-            smem_bytes(tm, bytes) <= SMEM_LIMIT,
+            smem_bytes(tm, tn, bytes) <= SMEM_LIMIT,
             "fits sm_86/sm_89 blocks"
         );
-        assert!(stage_k(tm, bytes) % GROUP == 0, "whole groups per stage");
         assert!(
-            stage_k_bytes(tm) % PIECE == 0,
+            stage_k(tm, tn, bytes) % GROUP == 0 && stage_k(tm, tn, bytes) >= 2 * GROUP,
+            "whole groups per stage, at least the two a lane reads ahead"
+        );
+        assert!(
+            stage_k_bytes(tm, tn) % PIECE == 0,
             "whole pieces per staged row"
         );
         assert!(
-            (BN * stage_k_bytes(tm) / PIECE) % PRODUCER_THREADS == 0,
+            (block_cols(tn) * stage_k_bytes(tm, tn) / PIECE) % PRODUCER_THREADS == 0,
             "every producer copies the same number of B pieces"
         );
         assert!(
-            BN * stage_k_bytes(tm) / PIECE <= MAX_PIECES * PRODUCER_THREADS,
+            block_cols(tn) * stage_k_bytes(tm, tn) / PIECE <= MAX_PIECES * PRODUCER_THREADS,
             "B's pieces fit the producers' registers"
         );
         assert!(
-            a_stage_bytes(tm) / PIECE <= MAX_PIECES * PRODUCER_THREADS,
+            (block_cols(tn) * bytes) % PIECE == 0,
+            "an N-contiguous B's staged row is whole pieces"
+        );
+        assert!(
+            a_stage_bytes(tm, tn) / PIECE <= MAX_PIECES * PRODUCER_THREADS,
             "A's pieces fit the producers' registers"
         );
         assert!(
-            lag(tm, bytes) >= 1 && lag(tm, bytes) <= 10,
+            lag(tm, tn, bytes) >= 1 && lag(tm, tn, bytes) <= 10,
             "a lag the kernel waits for"
         );
+        assert!(tn == 1 || tn == 2 || tn == 4, "columns per lane");
+        assert!(tm * tn <= 16, "chains per lane the registers hold");
     }
 
     const _: () = {
         let mut i = 0;
         while i < VARIANTS.len() {
-            check(VARIANTS[i], 2);
-            check(VARIANTS[i], 4);
+            let (tm, tn) = VARIANTS[i];
+            check(tm, tn, 2);
+            check(tm, tn, 4);
             i += 1;
         }
     };

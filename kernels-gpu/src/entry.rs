@@ -1,8 +1,8 @@
 //! The named entry points the host launches: one per line of the kernel catalogue
 //! (`sgemm_bi_abi::kernel_catalogue!`, which the host and the build read too), defined here
 //! in the catalogue's order. Names: `sgemm_bi_scalar_<dtype>_<A layout><B layout>[_n64]`
-//! (128 × 128 tiles, or 128 × 64), `sgemm_bi_scalar_rows_<dtype>_<B layout>_m<rows>` (few
-//! rows, `scalar::rows`), `sgemm_bi_scalar_grouped_<dtype>_<B layout>` (the grouped rows
+//! (128 × 128 tiles, or 128 × 64), `sgemm_bi_scalar_rows_<dtype>_<B layout>_m<rows>[_n<columns>]`
+//! (few rows, `scalar::rows`), `sgemm_bi_scalar_grouped_<dtype>_<B layout>` (the grouped rows
 //! split, `scalar::grouped`), `sgemm_bi_scalar_grouped_k_<dtype>` (the grouped reduction
 //! split, any layouts, `scalar::grouped::gemm_reduction`) and
 //! `sgemm_bi_tc_<dtype>_<A layout><B layout>[_unaligned]`, `r` = row-major, `c` =
@@ -67,7 +67,7 @@ macro_rules! define_entries {
         }
     )*};
 
-    (@scalar_rows $($name:ident $elem:ident, $b:literal, $tm:literal;)*) => {$(
+    (@scalar_rows $($name:ident $elem:ident, $b:literal, $tm:literal, $tn:literal;)*) => {$(
         /// Scalar-tier GEMM entry point for few rows (see `scalar::rows`).
         ///
         /// # Safety
@@ -78,7 +78,7 @@ macro_rules! define_entries {
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(p: GemmParams) {
             // SAFETY: forwarded launch contract.
-            unsafe { scalar::rows::gemm::<$elem, $b, $tm>(&p) }
+            unsafe { scalar::rows::gemm::<$elem, $b, $tm, $tn>(&p) }
         }
     )*};
 

@@ -154,7 +154,8 @@ const fn rows_entry(e: usize, b: usize, v: usize) -> KernelId<GemmParams> {
         a_k_contiguous: true,
         b_k_contiguous: b == 1,
         family: Family::ScalarRows {
-            rows_per_warp: rows::VARIANTS[v],
+            rows_per_warp: rows::VARIANTS[v].0,
+            cols_per_lane: rows::VARIANTS[v].1,
         },
     })
 }
@@ -162,7 +163,7 @@ const fn rows_entry(e: usize, b: usize, v: usize) -> KernelId<GemmParams> {
 const ROWS: RowsTable = rows_table();
 
 /// What the few-row kernels (`kernels-gpu/src/scalar/rows.rs`) run a call with: which of
-/// [`rows::VARIANTS`] (rows per warp) and B's layout.
+/// [`rows::VARIANTS`] (rows per warp × columns per lane) and B's layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RowsPlan {
     /// Index into [`rows::VARIANTS`].
@@ -174,7 +175,12 @@ pub(crate) struct RowsPlan {
 impl RowsPlan {
     /// Output rows per block.
     fn block_rows(self) -> u32 {
-        rows::WARPS * rows::VARIANTS[self.variant]
+        rows::WARPS * rows::VARIANTS[self.variant].0
+    }
+
+    /// Output columns per block.
+    fn block_cols(self) -> u32 {
+        rows::block_cols(rows::VARIANTS[self.variant].1)
     }
 }
 
@@ -211,12 +217,7 @@ pub(crate) fn rows_plan(g: &Gemm, p: &GemmPointers) -> Result<RowsPlan, Unsuppor
         g.b.batch_stride,
         g.batch,
     )?;
-    let variant = forced_rows_variant().unwrap_or_else(|| {
-        rows::VARIANTS
-            .iter()
-            .position(|&tm| g.m <= (rows::WARPS * tm) as usize)
-            .unwrap_or(rows::VARIANTS.len() - 1)
-    });
+    let variant = forced_rows_variant().unwrap_or_else(|| rows_variant(g.m, g.n * g.batch));
     let b_k_contiguous = g.b.layout == Layout::ColMajor;
     let entry = ROWS[element_index(g.a.dtype)][b_k_contiguous as usize][variant];
     Ok(RowsPlan {
@@ -226,17 +227,42 @@ pub(crate) fn rows_plan(g: &Gemm, p: &GemmPointers) -> Result<RowsPlan, Unsuppor
     })
 }
 
-/// The variant `SGEMM_BI_SCALAR_ROWS_PER_WARP` (one of [`rows::VARIANTS`], read once per
-/// process) forces on every few-row call, for benchmarks of the choice: a block of fewer rows
-/// than M takes several tile rows, each with the same chains, so only speed changes.
+/// The lane tile a call of `m` rows and `n` columns (over all batch entries) runs with, an
+/// index into [`rows::VARIANTS`]: one row per warp at M ≤ 4, else four rows per warp with
+/// more columns per lane as the call's chains grow, so that each A element a lane reads
+/// feeds more chains where the SMs hold enough of them. Measured on an H100 over M = 4…64 ×
+/// K = 4096 × N = 4096 and 14336, both B layouts, bf16 and f32 (docs/perf-notes.md,
+/// "Scalar few-row kernel: lane tiles in the kernel"): the tile taken was the fastest or
+/// within 5 % of it at every shape.
+fn rows_variant(m: usize, n: usize) -> usize {
+    let chains = m * n;
+    let tile = if m <= 4 {
+        (1, 1)
+    } else if chains < 1 << 17 {
+        (4, 1)
+    } else if chains < 3 << 17 {
+        (4, 2)
+    } else {
+        (4, 4)
+    };
+    rows::VARIANTS
+        .iter()
+        .position(|&v| v == tile)
+        .expect("a tile of the table")
+}
+
+/// The lane tile `SGEMM_BI_SCALAR_ROWS_PER_WARP` (TM) and `SGEMM_BI_SCALAR_COLS_PER_LANE`
+/// (TN, 1 when unset) force on every few-row call when they name one of
+/// [`rows::VARIANTS`] (read once per process), for benchmarks of the choice and for tests of
+/// every tile: a block of fewer rows than M takes several tile rows, each with the same
+/// chains, so only speed changes.
 fn forced_rows_variant() -> Option<usize> {
     static FORCED: OnceLock<Option<usize>> = OnceLock::new();
     *FORCED.get_or_init(|| {
-        let tm: u32 = std::env::var("SGEMM_BI_SCALAR_ROWS_PER_WARP")
-            .ok()?
-            .parse()
-            .ok()?;
-        rows::VARIANTS.iter().position(|&v| v == tm)
+        let read = |name| std::env::var(name).ok().map(|v| v.parse::<u32>().ok());
+        let tm = read("SGEMM_BI_SCALAR_ROWS_PER_WARP")??;
+        let tn = read("SGEMM_BI_SCALAR_COLS_PER_LANE").unwrap_or(Some(1))?;
+        rows::VARIANTS.iter().position(|&v| v == (tm, tn))
     })
 }
 
@@ -261,7 +287,7 @@ impl Planner for Rows {
         stream: sys::CUstream,
     ) -> Result<()> {
         let kernel = self.entries.get(plan.entry)?;
-        let params = gemm_params(g, p, plan.block_rows(), rows::BN);
+        let params = gemm_params(g, p, plan.block_rows(), plan.block_cols());
         // SAFETY: `rows_plan` checked the kernel's layout and alignment; the buffers satisfy
         // the caller's contract; one block per tile, no cluster.
         unsafe { kernel.launch(grid_size(&params, u32::MAX), &params, stream, &mut []) }
@@ -464,19 +490,32 @@ mod tests {
     }
 
     #[test]
-    fn few_rows_take_the_rows_kernel_by_m() {
+    fn few_rows_take_the_rows_kernel_by_m_and_n() {
         let p = at(0x1000, 0x2000);
-        let plan = |m| rows_plan(&call(m, 4096, 4096, DType::BF16), &p).map(|r| r.block_rows());
-        assert_eq!(plan(1), Ok(4));
-        assert_eq!(plan(4), Ok(4));
-        assert_eq!(plan(5), Ok(16));
-        assert_eq!(plan(16), Ok(16));
-        assert_eq!(plan(17), Ok(32));
-        assert_eq!(plan(32), Ok(32));
-        assert_eq!(plan(33), Ok(64));
-        assert_eq!(plan(64), Ok(64));
-        assert_eq!(plan(65), Err(Unsupported::Rows { m: 65 }));
-        assert_eq!(plan(0), Err(Unsupported::Rows { m: 0 }));
+        let block = |m, n| {
+            rows_plan(&call(m, n, 4096, DType::BF16), &p).map(|r| (r.block_rows(), r.block_cols()))
+        };
+        assert_eq!(block(1, 4096), Ok((4, 32)));
+        assert_eq!(block(4, 14336), Ok((4, 32)));
+        assert_eq!(block(5, 4096), Ok((16, 32)));
+        assert_eq!(block(16, 4096), Ok((16, 32)));
+        assert_eq!(block(16, 14336), Ok((16, 64)));
+        assert_eq!(block(32, 4096), Ok((16, 64)));
+        assert_eq!(block(64, 4096), Ok((16, 64)));
+        assert_eq!(block(32, 14336), Ok((16, 128)));
+        assert_eq!(block(64, 14336), Ok((16, 128)));
+        assert_eq!(block(65, 4096), Err(Unsupported::Rows { m: 65 }));
+        assert_eq!(block(0, 4096), Err(Unsupported::Rows { m: 0 }));
+        // A batch counts its entries' chains: 16 rows × 4096 columns four times over take the
+        // tile of 64 × 4096, eight times over that of 64 × 14336.
+        let batched = call(16, 4096, 4096, DType::BF16);
+        let batch_block = |batch| {
+            let g = Gemm { batch, ..batched };
+            let plan = rows_plan(&g, &p).unwrap();
+            (plan.block_rows(), plan.block_cols())
+        };
+        assert_eq!(batch_block(4), (16, 64));
+        assert_eq!(batch_block(8), (16, 128));
     }
 
     #[test]
@@ -517,28 +556,54 @@ mod tests {
     #[test]
     fn every_rows_variant_has_its_entry_point() {
         let p = at(0x1000, 0x2000);
-        let name = |m, dtype, layout| {
-            let mut g = call(m, 256, 256, dtype);
+        let name = |m, n, dtype, layout| {
+            let mut g = call(m, n, 256, dtype);
             g.b.layout = layout;
-            g.b.ld = 256;
+            g.b.ld = if layout == Layout::ColMajor { 256 } else { n };
             rows_plan(&g, &p).unwrap().entry.spec().name
         };
         assert_eq!(
-            name(1, DType::BF16, Layout::ColMajor),
+            name(1, 256, DType::BF16, Layout::ColMajor),
             "sgemm_bi_scalar_rows_bf16_c_m4"
         );
         assert_eq!(
-            name(16, DType::F32, Layout::RowMajor),
+            name(16, 256, DType::F32, Layout::RowMajor),
             "sgemm_bi_scalar_rows_f32_r_m16"
         );
         assert_eq!(
-            name(17, DType::F16, Layout::ColMajor),
-            "sgemm_bi_scalar_rows_f16_c_m32"
+            name(32, 4096, DType::F16, Layout::ColMajor),
+            "sgemm_bi_scalar_rows_f16_c_m16_n64"
         );
         assert_eq!(
-            name(64, DType::F16, Layout::ColMajor),
-            "sgemm_bi_scalar_rows_f16_c_m64"
+            name(64, 14336, DType::BF16, Layout::RowMajor),
+            "sgemm_bi_scalar_rows_bf16_r_m16_n128"
         );
+        // Every slot of the table: its element, B's layout and lane tile, and a block of the
+        // tile's size.
+        for (e, by_layout) in ROWS.iter().enumerate() {
+            for (b, by_variant) in by_layout.iter().enumerate() {
+                for (v, id) in by_variant.iter().enumerate() {
+                    let kind = id.spec().kind;
+                    let (tm, tn) = rows::VARIANTS[v];
+                    assert_eq!(kind.element, ELEMENTS[e]);
+                    assert_eq!((kind.a_k_contiguous, kind.b_k_contiguous), (true, b == 1));
+                    assert_eq!(
+                        kind.family,
+                        Family::ScalarRows {
+                            rows_per_warp: tm,
+                            cols_per_lane: tn
+                        }
+                    );
+                    let plan = RowsPlan {
+                        variant: v,
+                        b_k_contiguous: b == 1,
+                        entry: *id,
+                    };
+                    let block = (plan.block_rows(), plan.block_cols());
+                    assert_eq!(block, kind.family.tile());
+                }
+            }
+        }
     }
 
     #[test]

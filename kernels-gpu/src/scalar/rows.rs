@@ -3,9 +3,12 @@
 //! The tiled kernel (`super::gemm`) gives each block 128 rows, so at M ≤ 64 a 4096-column
 //! call has 32 blocks for 132 multiprocessors, and each of its threads runs 64 chains: the
 //! call costs what 128 rows cost, 30× the time of streaming W once. Here a block owns
-//! [`BN`] = 32 columns and `WARPS · TM` rows; lane `l` of chain warp `w` runs the chains of
-//! column `l` for rows `w · TM .. (w + 1) · TM`, so a 4096-column call has 128 blocks and
-//! every chain has a thread of its own. The chains are the contract's (C3): each output is
+//! `32 · TN` columns and `WARPS · TM` rows; lane `l` of chain warp `w` runs the chains of
+//! columns `l, l + 32, …` (`TN` of them) for rows `w · TM .. (w + 1) · TM`, so with one
+//! column per lane a 4096-column call has 128 blocks and every chain has a thread of its
+//! own. Several columns per lane use each A element a lane reads for several chains, which
+//! pays where an SM holds many chains (more rows, or more columns) and shared-memory reads
+//! rather than blocks are what bind. The chains are the contract's (C3): each output is
 //! one f32 accumulator from +0.0 taking `fma(A[i, k], B[k, j], acc)` for k = 0 … K−1 in
 //! order, nothing padded (the last stage runs exactly the k steps that remain).
 //!
@@ -26,8 +29,9 @@
 //! tiled kernel, which gives the same bits.
 
 use super::config::rows::{
-    a_f32_buffers, a_f32_bytes, a_stage_bytes, b_pitch, b_stage_bytes, lag, stage_k, stage_k_bytes,
-    stages, BN, GROUP, MAX_PIECES, PIECE, PRODUCER_THREADS, PRODUCER_WARPS, WARPS,
+    a_f32_buffers, a_f32_bytes, a_stage_bytes, b_pitch, b_stage_bytes, block_cols, lag, stage_k,
+    stage_k_bytes, stages, GROUP, LANES, MAX_PIECES, PIECE, PRODUCER_THREADS, PRODUCER_WARPS,
+    WARPS,
 };
 use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::mbarrier_sm80 as mbarrier;
@@ -48,10 +52,13 @@ use core::intrinsics::fmaf32;
 /// # Safety
 /// `p` describes buffers valid for the spans the host validated, with A read along K and the
 /// alignment the module docs name; the block has `THREADS` threads and
-/// `config::rows::smem_bytes(TM, E::BYTES)` of dynamic shared memory.
+/// `config::rows::smem_bytes(TM, TN, E::BYTES)` of dynamic shared memory.
 #[inline(always)]
-pub unsafe fn gemm<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(p: &GemmParams) {
-    let ring = Ring::new::<E, TM>();
+pub unsafe fn gemm<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const TN: usize>(
+    p: &GemmParams,
+) {
+    const { assert!(TN <= 4, "columns per lane") };
+    let ring = Ring::new::<E, TM, TN>();
     let tid = _thread_idx_x() as u32;
     if tid == 0 {
         let mut s = 0;
@@ -70,14 +77,14 @@ pub unsafe fn gemm<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(p: &
     let warp = tid / 32;
     if warp < PRODUCER_WARPS {
         // SAFETY: forwarded contract.
-        unsafe { produce::<E, B_K_CONTIGUOUS, TM>(p, &ring, tid) };
+        unsafe { produce::<E, B_K_CONTIGUOUS, TM, TN>(p, &ring, tid) };
     } else if warp - PRODUCER_WARPS < chain_warps::<TM>(p.m) {
         let (warp, lane) = (warp - PRODUCER_WARPS, tid % 32);
         // SAFETY (both): forwarded contract.
         if lookahead(TM) == 2 {
-            unsafe { chains::<E, B_K_CONTIGUOUS, TM, 2>(p, &ring, warp, lane) };
+            unsafe { chains::<E, B_K_CONTIGUOUS, TM, TN, 2>(p, &ring, warp, lane) };
         } else {
-            unsafe { chains::<E, B_K_CONTIGUOUS, TM, 1>(p, &ring, warp, lane) };
+            unsafe { chains::<E, B_K_CONTIGUOUS, TM, TN, 1>(p, &ring, warp, lane) };
         }
     }
 }
@@ -147,6 +154,8 @@ struct Ring {
     k: u64,
     /// Bytes of a staged row of k (A as loaded, and B's columns before their padding).
     row_bytes: u32,
+    /// Output columns of the block (`32 · TN`), the staged columns of B.
+    cols: u32,
     b_pitch: u32,
     b_slot: u32,
     a_slot: u32,
@@ -155,12 +164,15 @@ struct Ring {
 
 impl Ring {
     #[inline(always)]
-    fn new<E: Element, const TM: usize>() -> Self {
-        let (tm, bytes) = (TM as u32, E::BYTES as u32);
+    fn new<E: Element, const TM: usize, const TN: usize>() -> Self {
+        let (tm, tn, bytes) = (TM as u32, TN as u32, E::BYTES as u32);
         let base = dyn_smem_base();
-        let stages = stages(tm, bytes);
-        let (b_slot, a_slot, a_f32_slot) =
-            (b_stage_bytes(tm), a_stage_bytes(tm), a_f32_bytes(tm, bytes));
+        let stages = stages(tm, tn, bytes);
+        let (b_slot, a_slot, a_f32_slot) = (
+            b_stage_bytes(tm, tn),
+            a_stage_bytes(tm, tn),
+            a_f32_bytes(tm, tn, bytes),
+        );
         let a_f32 = base + stages * (b_slot + a_slot);
         Ring {
             b: base,
@@ -169,10 +181,11 @@ impl Ring {
             barriers: a_f32 + a_f32_buffers(tm) * a_f32_slot,
             stages,
             buffers: a_f32_buffers(tm),
-            lag: lag(tm, bytes),
-            k: stage_k(tm, bytes) as u64,
-            row_bytes: stage_k_bytes(tm),
-            b_pitch: b_pitch(tm),
+            lag: lag(tm, tn, bytes),
+            k: stage_k(tm, tn, bytes) as u64,
+            row_bytes: stage_k_bytes(tm, tn),
+            cols: block_cols(tn),
+            b_pitch: b_pitch(tm, tn),
             b_slot,
             a_slot,
             a_f32_slot,
@@ -208,6 +221,7 @@ impl Ring {
         StageView {
             b: self.b + at.slot * self.b_slot,
             b_pitch: self.b_pitch,
+            b_row: self.cols * E::BYTES as u32,
             a: a_rows + warp * TM as u32 * self.k as u32 * 4,
             a_pitch: self.k as u32 * 4,
             lane,
@@ -371,6 +385,7 @@ impl Copies {
         ring: &Ring,
         ptid: u32,
     ) -> Self {
+        let cols = ring.cols;
         let bytes = E::BYTES;
         let per_piece = PIECE as u64 / bytes;
         let stage_bytes = ring.k * bytes;
@@ -388,7 +403,7 @@ impl Copies {
         let b = if B_K_CONTIGUOUS {
             // Staged rows are B's columns n0 .. n0 + 32, each `row_bytes` of k.
             Pieces::new(
-                (BN, ring.row_bytes / PIECE),
+                (cols, ring.row_bytes / PIECE),
                 ptid,
                 stage_bytes,
                 true,
@@ -403,8 +418,8 @@ impl Copies {
                 },
             )
         } else {
-            // Staged rows are B's k rows, each the block's 32 columns.
-            let per_row = BN * bytes as u32 / PIECE;
+            // Staged rows are B's k rows, each the block's columns.
+            let per_row = cols * bytes as u32 / PIECE;
             Pieces::new(
                 (ring.k as u32, per_row),
                 ptid,
@@ -414,7 +429,7 @@ impl Copies {
                     let j = t.n0 + (seg as u64) * per_piece;
                     (
                         b_base + k as u64 * p.ldb * bytes + (seg * PIECE) as u64,
-                        k * BN * bytes as u32 + seg * PIECE,
+                        k * cols * bytes as u32 + seg * PIECE,
                         k,
                         if j < p.n { full(p.n - j) } else { 0 },
                     )
@@ -479,7 +494,7 @@ struct Bounds {
 /// # Safety
 /// As for [`gemm`]; `ptid` < `PRODUCER_THREADS`.
 #[inline(always)]
-unsafe fn produce<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+unsafe fn produce<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const TN: usize>(
     p: &GemmParams,
     ring: &Ring,
     ptid: u32,
@@ -499,7 +514,7 @@ unsafe fn produce<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
     };
     let mut tile = first_tile();
     while tile < total {
-        let t = schedule::tile_at(p, tile, rows, BN as u64);
+        let t = schedule::tile_at(p, tile, rows, ring.cols as u64);
         let copies = Copies::new::<E, B_K_CONTIGUOUS, TM>(p, &t, ring, ptid);
         let mut kt = 0;
         while kt < k_tiles {
@@ -682,7 +697,8 @@ fn unpack8<E: Element>(lo: [u32; 4], hi: [u32; 4]) -> [f32; 8] {
 
 /// A chain warp's whole run: for each tile of the block, every stage as the producers hand
 /// it over, then the tile's outputs finished and stored. Lane `lane` of chain warp `warp`
-/// runs column `n0 + lane` for rows `m0 + warp · TM ..` (see [`chain_warps`]).
+/// runs columns `n0 + lane + 32 · c` (c < TN) for rows `m0 + warp · TM ..` (see
+/// [`chain_warps`]).
 ///
 /// A stage's barrier is waited for only once it is this warp's turn to run it: reading the
 /// next stage's first groups during the current one's last fmas was measured slower on an
@@ -692,7 +708,13 @@ fn unpack8<E: Element>(lo: [u32; 4], hi: [u32; 4]) -> [f32; 8] {
 /// # Safety
 /// As for [`gemm`]; `warp` < `WARPS`.
 #[inline(always)]
-unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const AHEAD: usize>(
+unsafe fn chains<
+    E: Element,
+    const B_K_CONTIGUOUS: bool,
+    const TM: usize,
+    const TN: usize,
+    const AHEAD: usize,
+>(
     p: &GemmParams,
     ring: &Ring,
     warp: u32,
@@ -707,8 +729,8 @@ unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const 
     let mut at = Position::FIRST;
     let mut tile = first_tile();
     while tile < total {
-        let t = schedule::tile_at(p, tile, rows, BN as u64);
-        let mut acc = [0.0f32; TM];
+        let t = schedule::tile_at(p, tile, rows, ring.cols as u64);
+        let mut acc = [[0.0f32; TN]; TM];
         let mut kt = 0;
         while kt < k_tiles {
             // SAFETY: the barrier is initialised; the producers cannot complete its next
@@ -718,14 +740,11 @@ unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const 
             if kt < whole {
                 let groups = ring.k as u32 / GROUP;
                 // SAFETY: the stage's slots hold `ring.k` k steps, handed over above.
-                unsafe {
-                    let window = first_window::<E, B_K_CONTIGUOUS, TM, AHEAD>(&view);
-                    full_stage::<E, B_K_CONTIGUOUS, TM, AHEAD>(&view, groups, window, &mut acc);
-                }
+                unsafe { full_stage::<E, B_K_CONTIGUOUS, TM, TN, AHEAD>(&view, groups, &mut acc) };
             } else {
                 let steps = (k - kt * ring.k) as u32;
                 // SAFETY: the stage's slots hold `steps` k steps, handed over above.
-                unsafe { partial_stage::<E, B_K_CONTIGUOUS, TM>(&view, steps, &mut acc) };
+                unsafe { partial_stage::<E, B_K_CONTIGUOUS, TM, TN>(&view, steps, &mut acc) };
             }
             // Every lane's reads of the slot, then one arrival for the warp (release).
             syncwarp();
@@ -737,16 +756,18 @@ unsafe fn chains<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const 
             kt += 1;
         }
         // SAFETY: forwarded contract.
-        unsafe { store::<TM>(p, &t, warp, lane, &acc) };
+        unsafe { store::<TM, TN>(p, &t, warp, lane, &acc) };
         tile += tile_step();
     }
 }
 
 /// One stage as a lane reads it.
 struct StageView {
-    /// B's slot, and the pitch of a k-contiguous B's staged columns.
+    /// B's slot, the pitch of a k-contiguous B's staged columns, and the bytes of an
+    /// N-contiguous B's staged k rows (the block's columns).
     b: u32,
     b_pitch: u32,
+    b_row: u32,
     /// The f32 A row of the warp's first row, and the pitch between rows.
     a: u32,
     a_pitch: u32,
@@ -767,45 +788,30 @@ const fn lookahead(tm: usize) -> usize {
 }
 
 /// The operands of the next `AHEAD` ([`lookahead`]) groups, in k order.
-type Window<const AHEAD: usize> = [Operands; AHEAD];
-
-/// The first [`lookahead`] groups' operands of a whole stage.
-///
-/// # Safety
-/// The stage's B and f32 A hold its `ring.k` k steps, visible to this thread.
-#[inline(always)]
-unsafe fn first_window<
-    E: Element,
-    const B_K_CONTIGUOUS: bool,
-    const TM: usize,
-    const AHEAD: usize,
->(
-    v: &StageView,
-) -> Window<AHEAD> {
-    // SAFETY: a whole stage has at least `AHEAD` (≤ 2) groups.
-    core::array::from_fn(|i| unsafe { operands::<E, B_K_CONTIGUOUS, TM>(v, i as u32 * GROUP) })
-}
+type Window<const TN: usize, const AHEAD: usize> = [Operands<TN>; AHEAD];
 
 /// Runs a whole stage (`groups` groups of [`GROUP`] k steps, a constant) on this lane's
-/// chains, in ascending k, from `window`, the operands of its first groups. Unrolled, with
-/// the operands of the group [`lookahead`] groups on read while a group's fmas run: a chain
-/// waits for nothing but its own previous fma.
+/// chains, in ascending k. Unrolled, with the operands of the group [`lookahead`] groups on
+/// read while a group's fmas run: a chain waits for nothing but its own previous fma.
 ///
 /// # Safety
-/// The stage's B and f32 A hold `groups · GROUP` k steps, visible to this thread; `window`
-/// holds its first groups' operands.
+/// The stage's B and f32 A hold `groups · GROUP` k steps, visible to this thread.
 #[inline(always)]
 unsafe fn full_stage<
     E: Element,
     const B_K_CONTIGUOUS: bool,
     const TM: usize,
+    const TN: usize,
     const AHEAD: usize,
 >(
     v: &StageView,
     groups: u32,
-    mut window: Window<AHEAD>,
-    acc: &mut [f32; TM],
+    acc: &mut [[f32; TN]; TM],
 ) {
+    // SAFETY: a whole stage has at least `AHEAD` (≤ 2) groups (config::rows::check).
+    let mut window: Window<TN, AHEAD> = core::array::from_fn(|i| unsafe {
+        operands::<E, B_K_CONTIGUOUS, TM, TN>(v, i as u32 * GROUP)
+    });
     let ahead = AHEAD as u32;
     unroll2!(h => {
         unroll8!(l => {
@@ -815,7 +821,7 @@ unsafe fn full_stage<
                 let later = g + ahead;
                 // SAFETY: group `later` lies inside the stage.
                 let read = (later < groups)
-                    .then(|| unsafe { operands::<E, B_K_CONTIGUOUS, TM>(v, later * GROUP) });
+                    .then(|| unsafe { operands::<E, B_K_CONTIGUOUS, TM, TN>(v, later * GROUP) });
                 // The window moves on a group, the read (if any) entering at its end.
                 if AHEAD == 2 {
                     window[0] = window[AHEAD - 1];
@@ -824,7 +830,7 @@ unsafe fn full_stage<
                     window[AHEAD - 1] = r;
                 }
                 // SAFETY: forwarded contract.
-                unsafe { group::<TM>(v, g * GROUP, &current, acc) };
+                unsafe { group::<TM, TN>(v, g * GROUP, &current, acc) };
             }
         });
     });
@@ -836,78 +842,98 @@ unsafe fn full_stage<
 /// # Safety
 /// The stage's B and f32 A hold at least `steps` k steps, visible to this thread.
 #[inline(always)]
-unsafe fn partial_stage<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+unsafe fn partial_stage<
+    E: Element,
+    const B_K_CONTIGUOUS: bool,
+    const TM: usize,
+    const TN: usize,
+>(
     v: &StageView,
     steps: u32,
-    acc: &mut [f32; TM],
+    acc: &mut [[f32; TN]; TM],
 ) {
     let groups = steps / GROUP;
     let mut g = 0;
     while g < groups {
         // SAFETY: forwarded contract; group g lies inside the stage.
         unsafe {
-            let current = operands::<E, B_K_CONTIGUOUS, TM>(v, g * GROUP);
-            group::<TM>(v, g * GROUP, &current, acc);
+            let current = operands::<E, B_K_CONTIGUOUS, TM, TN>(v, g * GROUP);
+            group::<TM, TN>(v, g * GROUP, &current, acc);
         }
         g += 1;
     }
     let mut kk = groups * GROUP;
     while kk < steps {
-        // SAFETY: k step kk lies inside the stage.
-        let b = unsafe { b_element::<E, B_K_CONTIGUOUS>(v, kk) };
+        let mut b = [0.0f32; TN];
+        unroll4!(c => {
+            if c < TN {
+                // SAFETY: k step kk lies inside the stage.
+                b[c] = unsafe { b_element::<E, B_K_CONTIGUOUS>(v, c as u32, kk) };
+            }
+        });
         each_row::<TM>(|r| {
             // SAFETY: as above.
             let a = unsafe { f32::from_bits(ld_shared_b32(v.a + r as u32 * v.a_pitch + kk * 4)) };
-            // `fma.rn.f32`, the contract's step.
-            acc[r] = fmaf32(a, b, acc[r]);
+            unroll4!(c => {
+                if c < TN {
+                    // `fma.rn.f32`, the contract's step.
+                    acc[r][c] = fmaf32(a, b[c], acc[r][c]);
+                }
+            });
         });
         kk += 1;
     }
 }
 
-/// Rows of A whose fmas a lane interleaves: four independent chains cover an fma's
-/// latency, so each group's fmas issue back to back.
+/// Rows of A whose fmas a lane interleaves: four independent chains (times the lane's
+/// columns) cover an fma's latency, so each group's fmas issue back to back.
 const ROW_CHUNK: usize = 4;
 
-/// What one group needs first: the lane's eight B elements and the first [`ROW_CHUNK`]
-/// rows' eight A elements (fewer rows when TM is smaller; the rest stay unread).
+/// What one group needs first: the lane's eight B elements of each of its columns and the
+/// first [`ROW_CHUNK`] rows' eight A elements (fewer rows when TM is smaller; the rest stay
+/// unread).
 #[derive(Clone, Copy)]
-struct Operands {
-    b: [f32; 8],
+struct Operands<const TN: usize> {
+    b: [[f32; 8]; TN],
     a: [[f32; 8]; ROW_CHUNK],
 }
 
-/// Reads [`Operands`] of the group at stage step `kk`: the lane's column of B (one or two
-/// 16-byte reads of a k-contiguous B, eight of an N-contiguous one) and two 16-byte reads
-/// per row of A (the same address across the warp).
+/// Reads [`Operands`] of the group at stage step `kk`: each of the lane's columns of B (one
+/// or two 16-byte reads of a k-contiguous B, eight of an N-contiguous one) and two 16-byte
+/// reads per row of A (the same address across the warp).
 ///
 /// # Safety
 /// The stage's B and f32 A hold k steps `kk .. kk + GROUP`, visible to this thread.
 #[inline(always)]
-unsafe fn operands<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
+unsafe fn operands<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const TN: usize>(
     v: &StageView,
     kk: u32,
-) -> Operands {
+) -> Operands<TN> {
     let bytes = E::BYTES as u32;
-    // SAFETY: forwarded contract.
-    let b = unsafe {
-        if B_K_CONTIGUOUS {
-            let col = v.b + v.lane * v.b_pitch + kk * bytes;
-            let lo = ld_shared_v4_b32(col);
-            let hi = if bytes == 4 {
-                ld_shared_v4_b32(col + 16)
-            } else {
-                [0; 4]
+    let mut b = [[0.0f32; 8]; TN];
+    unroll4!(c => {
+        if c < TN {
+            // SAFETY (both): forwarded contract.
+            b[c] = unsafe {
+                if B_K_CONTIGUOUS {
+                    let col = v.b + (v.lane + (c as u32) * LANES) * v.b_pitch + kk * bytes;
+                    let lo = ld_shared_v4_b32(col);
+                    let hi = if bytes == 4 {
+                        ld_shared_v4_b32(col + 16)
+                    } else {
+                        [0; 4]
+                    };
+                    unpack8::<E>(lo, hi)
+                } else {
+                    let mut column = [0.0f32; 8];
+                    unroll8!(s => {
+                        column[s] = b_element::<E, B_K_CONTIGUOUS>(v, c as u32, kk + s as u32);
+                    });
+                    column
+                }
             };
-            unpack8::<E>(lo, hi)
-        } else {
-            let mut b = [0.0f32; 8];
-            unroll8!(s => {
-                b[s] = b_element::<E, B_K_CONTIGUOUS>(v, kk + s as u32);
-            });
-            b
         }
-    };
+    });
     let mut a = [[0.0f32; 8]; ROW_CHUNK];
     unroll4!(q => {
         if q < TM {
@@ -932,16 +958,22 @@ unsafe fn a_row(v: &StageView, r: usize, kk: u32) -> [f32; 8] {
 
 /// k steps `kk .. kk + GROUP` on this lane's chains: rows in chunks of [`ROW_CHUNK`] (the
 /// first chunk's A read ahead in `first`), each chunk's fmas k-major so that its chains
-/// interleave. Every chain still takes its k steps in ascending order.
+/// (rows × the lane's columns) interleave. Every chain still takes its k steps in ascending
+/// order.
 ///
 /// # Safety
 /// The stage's f32 A holds k steps `kk .. kk + GROUP` of every row, visible to this thread.
 #[inline(always)]
-unsafe fn group<const TM: usize>(v: &StageView, kk: u32, first: &Operands, acc: &mut [f32; TM]) {
-    unroll4!(c => {
-        let r0 = c * ROW_CHUNK;
+unsafe fn group<const TM: usize, const TN: usize>(
+    v: &StageView,
+    kk: u32,
+    first: &Operands<TN>,
+    acc: &mut [[f32; TN]; TM],
+) {
+    unroll4!(chunk => {
+        let r0 = chunk * ROW_CHUNK;
         if r0 < TM {
-            let a = if c == 0 {
+            let a = if chunk == 0 {
                 first.a
             } else {
                 let mut a = [[0.0f32; 8]; ROW_CHUNK];
@@ -956,8 +988,12 @@ unsafe fn group<const TM: usize>(v: &StageView, kk: u32, first: &Operands, acc: 
             unroll8!(s => {
                 unroll4!(q => {
                     if r0 + q < TM {
-                        // `fma.rn.f32`, the contract's step.
-                        acc[r0 + q] = fmaf32(a[q][s], first.b[s], acc[r0 + q]);
+                        unroll4!(c => {
+                            if c < TN {
+                                // `fma.rn.f32`, the contract's step.
+                                acc[r0 + q][c] = fmaf32(a[q][s], first.b[c][s], acc[r0 + q][c]);
+                            }
+                        });
                     }
                 });
             });
@@ -965,17 +1001,19 @@ unsafe fn group<const TM: usize>(v: &StageView, kk: u32, first: &Operands, acc: 
     });
 }
 
-/// This lane's B element at stage step `kk`.
+/// This lane's B element of its column `c` (block column `lane + 32 · c`) at stage step
+/// `kk`.
 ///
 /// # Safety
 /// Step `kk` lies inside the stage.
 #[inline(always)]
-unsafe fn b_element<E: Element, const B_K_CONTIGUOUS: bool>(v: &StageView, kk: u32) -> f32 {
+unsafe fn b_element<E: Element, const B_K_CONTIGUOUS: bool>(v: &StageView, c: u32, kk: u32) -> f32 {
     let bytes = E::BYTES as u32;
+    let column = v.lane + c * LANES;
     let addr = if !B_K_CONTIGUOUS {
-        v.b + kk * BN * bytes + v.lane * bytes
+        v.b + kk * v.b_row + column * bytes
     } else {
-        v.b + v.lane * v.b_pitch + kk * bytes
+        v.b + column * v.b_pitch + kk * bytes
     };
     // SAFETY: forwarded contract.
     let raw = unsafe {
@@ -988,24 +1026,31 @@ unsafe fn b_element<E: Element, const B_K_CONTIGUOUS: bool>(v: &StageView, kk: u
     E::to_f32(raw)
 }
 
-/// Finishes and stores this thread's chains: column `n0 + lane`, rows of its warp.
+/// Finishes and stores this thread's chains: columns `n0 + lane + 32 · c`, rows of its warp.
 ///
 /// # Safety
 /// C, and the bias when present, are valid for the spans the host validated.
 #[inline(always)]
-unsafe fn store<const TM: usize>(p: &GemmParams, t: &Tile, warp: u32, lane: u32, acc: &[f32; TM]) {
-    let j = t.n0 + lane as u64;
-    if j >= p.n {
-        return;
-    }
-    // SAFETY: j < N.
-    let bias = (p.bias_dtype != BIAS_NONE).then(|| unsafe { bias_at(p, j) });
+unsafe fn store<const TM: usize, const TN: usize>(
+    p: &GemmParams,
+    t: &Tile,
+    warp: u32,
+    lane: u32,
+    acc: &[[f32; TN]; TM],
+) {
     let c_batch = t.batch * p.batch_stride_c;
-    each_row::<TM>(|r| {
-        let i = t.m0 + (warp as usize * TM + r) as u64;
-        if i < p.m {
-            // SAFETY: (i, j) is inside C, so the index is inside its validated span.
-            unsafe { finish(p, (c_batch + i * p.ldc + j) as usize, acc[r], bias) };
+    unroll4!(c => {
+        let j = t.n0 + (lane + c as u32 * LANES) as u64;
+        if c < TN && j < p.n {
+            // SAFETY: j < N.
+            let bias = (p.bias_dtype != BIAS_NONE).then(|| unsafe { bias_at(p, j) });
+            each_row::<TM>(|r| {
+                let i = t.m0 + (warp as usize * TM + r) as u64;
+                if i < p.m {
+                    // SAFETY: (i, j) is inside C, so the index is inside its validated span.
+                    unsafe { finish(p, (c_batch + i * p.ldc + j) as usize, acc[r][c], bias) };
+                }
+            });
         }
     });
 }
