@@ -457,19 +457,15 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_scalar_f16_cc F16, false, true, wide, STEPS, false, false;
                     sgemm_bi_scalar_f16_cc_n64 F16, false, true, narrow, STEPS, false, true;
                 }
-                // `_m<rows>[_n<columns>]`: blocks of 4, 16, 32 or 64 rows × 32 columns (1, 4, 8
-                // or 16 rows per warp, one column per lane), and of 16 rows × 64 or 128 columns
-                // (4 rows per warp, 2 or 4 columns per lane); A is read along K, so only B's
-                // layout names an entry.
+                // `_m<rows>[_n<columns>]`: blocks of 4 or 16 rows × 32 columns (1 or 4 rows per
+                // warp, one column per lane), and of 16 rows × 64 or 128 columns (4 rows per
+                // warp, 2 or 4 columns per lane); A is read along K, so only B's layout names
+                // an entry.
                 scalar_rows {
                     sgemm_bi_scalar_rows_f32_r_m4 F32, false, 1, 1;
                     sgemm_bi_scalar_rows_f32_c_m4 F32, true, 1, 1;
                     sgemm_bi_scalar_rows_f32_r_m16 F32, false, 4, 1;
                     sgemm_bi_scalar_rows_f32_c_m16 F32, true, 4, 1;
-                    sgemm_bi_scalar_rows_f32_r_m32 F32, false, 8, 1;
-                    sgemm_bi_scalar_rows_f32_c_m32 F32, true, 8, 1;
-                    sgemm_bi_scalar_rows_f32_r_m64 F32, false, 16, 1;
-                    sgemm_bi_scalar_rows_f32_c_m64 F32, true, 16, 1;
                     sgemm_bi_scalar_rows_f32_r_m16_n64 F32, false, 4, 2;
                     sgemm_bi_scalar_rows_f32_c_m16_n64 F32, true, 4, 2;
                     sgemm_bi_scalar_rows_f32_r_m16_n128 F32, false, 4, 4;
@@ -478,10 +474,6 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_scalar_rows_bf16_c_m4 Bf16, true, 1, 1;
                     sgemm_bi_scalar_rows_bf16_r_m16 Bf16, false, 4, 1;
                     sgemm_bi_scalar_rows_bf16_c_m16 Bf16, true, 4, 1;
-                    sgemm_bi_scalar_rows_bf16_r_m32 Bf16, false, 8, 1;
-                    sgemm_bi_scalar_rows_bf16_c_m32 Bf16, true, 8, 1;
-                    sgemm_bi_scalar_rows_bf16_r_m64 Bf16, false, 16, 1;
-                    sgemm_bi_scalar_rows_bf16_c_m64 Bf16, true, 16, 1;
                     sgemm_bi_scalar_rows_bf16_r_m16_n64 Bf16, false, 4, 2;
                     sgemm_bi_scalar_rows_bf16_c_m16_n64 Bf16, true, 4, 2;
                     sgemm_bi_scalar_rows_bf16_r_m16_n128 Bf16, false, 4, 4;
@@ -490,10 +482,6 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_scalar_rows_f16_c_m4 F16, true, 1, 1;
                     sgemm_bi_scalar_rows_f16_r_m16 F16, false, 4, 1;
                     sgemm_bi_scalar_rows_f16_c_m16 F16, true, 4, 1;
-                    sgemm_bi_scalar_rows_f16_r_m32 F16, false, 8, 1;
-                    sgemm_bi_scalar_rows_f16_c_m32 F16, true, 8, 1;
-                    sgemm_bi_scalar_rows_f16_r_m64 F16, false, 16, 1;
-                    sgemm_bi_scalar_rows_f16_c_m64 F16, true, 16, 1;
                     sgemm_bi_scalar_rows_f16_r_m16_n64 F16, false, 4, 2;
                     sgemm_bi_scalar_rows_f16_c_m16_n64 F16, true, 4, 2;
                     sgemm_bi_scalar_rows_f16_r_m16_n128 F16, false, 4, 4;

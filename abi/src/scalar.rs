@@ -159,8 +159,9 @@ pub mod rows {
     /// soon as it lands, without waiting for the chains to finish the stage before the one
     /// they read: at those rows a stage lasts 150–300 ns, less than a producer's round of
     /// sleep, copies and conversion, and the chains waited for it at every stage (H100
-    /// probe, docs/perf-notes.md). At 8 and 16 rows the third buffer would cost a stage of
-    /// the ring.
+    /// probe, docs/perf-notes.md). With more rows per warp (tiles of 8 and 16 rows, which
+    /// the kernel had until lane tiles of several columns replaced them) the third buffer
+    /// would cost a stage of the ring.
     #[inline]
     pub const fn a_f32_buffers(tm: u32) -> u32 {
         if tm <= 4 {
@@ -176,11 +177,13 @@ pub mod rows {
     pub const SMEM_LIMIT: u32 = 99 * 1024;
 
     /// The lane tiles the host can launch, `(TM, TN)`: rows per warp and columns per lane,
-    /// i.e. blocks of 4, 16, 32 and 64 rows × 32 columns, and of 16 rows × 64 or 128
-    /// columns. More rows per lane share each B element among more chains, more columns
-    /// each A element (fewer shared-memory reads and conversions per fma); smaller blocks
-    /// leave more warps busy at a given M and N.
-    pub const VARIANTS: [(u32, u32); 6] = [(1, 1), (4, 1), (8, 1), (16, 1), (4, 2), (4, 4)];
+    /// i.e. blocks of 4 or 16 rows × 32 columns, and of 16 rows × 64 or 128 columns. More
+    /// rows per lane share each B element among more chains, more columns each A element
+    /// (fewer shared-memory reads and conversions per fma); smaller blocks leave more warps
+    /// busy at a given M and N. Tiles of 8 and 16 rows × 1 column were slower than 4 × 2 or
+    /// 4 × 4 at every shape measured (H100, docs/perf-notes.md, "Scalar few-row kernel: lane
+    /// tiles in the kernel"), so they are gone.
+    pub const VARIANTS: [(u32, u32); 4] = [(1, 1), (4, 1), (4, 2), (4, 4)];
 
     /// Output columns of a block whose lanes own `tn` columns each.
     #[inline]
