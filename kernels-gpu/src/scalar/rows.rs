@@ -13,8 +13,9 @@
 //! order, nothing padded (the last stage runs exactly the k steps that remain).
 //!
 //! The block is warp-specialized so that a chain never waits for anything but its data:
-//! - [`PRODUCER_WARPS`] producer warps copy stages of B (32 columns × 128 or 256 bytes of k)
-//!   and A by `cp.async` into a ring of `stages` slots, keeping [`lag`] stages in flight.
+//! - [`PRODUCER_WARPS`] producer warps copy stages of B (the block's `32 · TN` columns × 64,
+//!   128 or 256 bytes of k, [`stage_k_bytes`]) and A by `cp.async` into a ring of `stages`
+//!   slots, keeping [`lag`] stages in flight.
 //!   When a stage has landed (each producer waits for its own copies), they convert their
 //!   own pieces of a 16-bit A to f32 (the lanes of a chain warp all read the same A element,
 //!   so converting it inside the chain would cost an instruction per fma) and arrive on the
