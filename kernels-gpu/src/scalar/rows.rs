@@ -78,7 +78,7 @@ pub unsafe fn gemm<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, cons
     let warp = tid / 32;
     if warp < PRODUCER_WARPS {
         // SAFETY: forwarded contract.
-        unsafe { produce::<E, B_K_CONTIGUOUS, TM, TN>(p, &ring, tid) };
+        unsafe { produce::<E, B_K_CONTIGUOUS, TM>(p, &ring, tid) };
     } else if warp - PRODUCER_WARPS < chain_warps::<TM>(p.m) {
         let (warp, lane) = (warp - PRODUCER_WARPS, tid % 32);
         // SAFETY (both): forwarded contract.
@@ -495,7 +495,7 @@ struct Bounds {
 /// # Safety
 /// As for [`gemm`]; `ptid` < `PRODUCER_THREADS`.
 #[inline(always)]
-unsafe fn produce<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize, const TN: usize>(
+unsafe fn produce<E: Element, const B_K_CONTIGUOUS: bool, const TM: usize>(
     p: &GemmParams,
     ring: &Ring,
     ptid: u32,
