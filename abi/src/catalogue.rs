@@ -457,13 +457,18 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_scalar_f16_cc F16, false, true, wide, STEPS, false, false;
                     sgemm_bi_scalar_f16_cc_n64 F16, false, true, narrow, STEPS, false, true;
                 }
-                // `_m<rows>[_n<columns>]`: blocks of 4 or 16 rows × 32 columns (1 or 4 rows per
-                // warp, one column per lane), and of 16 rows × 64 or 128 columns (4 rows per
-                // warp, 2 or 4 columns per lane); A is read along K, so only B's layout names
-                // an entry.
+                // `_m<rows>[_n<columns>]`: blocks of 4, 8 or 16 rows × 32 columns (1, 2 or 4
+                // rows per warp, one column per lane), of 8 or 16 rows × 64 columns (2 or 4
+                // rows per warp, 2 columns per lane) and of 16 rows × 128 columns (4 rows per
+                // warp, 4 columns per lane); A is read along K, so only B's layout names an
+                // entry.
                 scalar_rows {
                     sgemm_bi_scalar_rows_f32_r_m4 F32, false, 1, 1;
                     sgemm_bi_scalar_rows_f32_c_m4 F32, true, 1, 1;
+                    sgemm_bi_scalar_rows_f32_r_m8 F32, false, 2, 1;
+                    sgemm_bi_scalar_rows_f32_c_m8 F32, true, 2, 1;
+                    sgemm_bi_scalar_rows_f32_r_m8_n64 F32, false, 2, 2;
+                    sgemm_bi_scalar_rows_f32_c_m8_n64 F32, true, 2, 2;
                     sgemm_bi_scalar_rows_f32_r_m16 F32, false, 4, 1;
                     sgemm_bi_scalar_rows_f32_c_m16 F32, true, 4, 1;
                     sgemm_bi_scalar_rows_f32_r_m16_n64 F32, false, 4, 2;
@@ -472,6 +477,10 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_scalar_rows_f32_c_m16_n128 F32, true, 4, 4;
                     sgemm_bi_scalar_rows_bf16_r_m4 Bf16, false, 1, 1;
                     sgemm_bi_scalar_rows_bf16_c_m4 Bf16, true, 1, 1;
+                    sgemm_bi_scalar_rows_bf16_r_m8 Bf16, false, 2, 1;
+                    sgemm_bi_scalar_rows_bf16_c_m8 Bf16, true, 2, 1;
+                    sgemm_bi_scalar_rows_bf16_r_m8_n64 Bf16, false, 2, 2;
+                    sgemm_bi_scalar_rows_bf16_c_m8_n64 Bf16, true, 2, 2;
                     sgemm_bi_scalar_rows_bf16_r_m16 Bf16, false, 4, 1;
                     sgemm_bi_scalar_rows_bf16_c_m16 Bf16, true, 4, 1;
                     sgemm_bi_scalar_rows_bf16_r_m16_n64 Bf16, false, 4, 2;
@@ -480,6 +489,10 @@ macro_rules! kernel_catalogue {
                     sgemm_bi_scalar_rows_bf16_c_m16_n128 Bf16, true, 4, 4;
                     sgemm_bi_scalar_rows_f16_r_m4 F16, false, 1, 1;
                     sgemm_bi_scalar_rows_f16_c_m4 F16, true, 1, 1;
+                    sgemm_bi_scalar_rows_f16_r_m8 F16, false, 2, 1;
+                    sgemm_bi_scalar_rows_f16_c_m8 F16, true, 2, 1;
+                    sgemm_bi_scalar_rows_f16_r_m8_n64 F16, false, 2, 2;
+                    sgemm_bi_scalar_rows_f16_c_m8_n64 F16, true, 2, 2;
                     sgemm_bi_scalar_rows_f16_r_m16 F16, false, 4, 1;
                     sgemm_bi_scalar_rows_f16_c_m16 F16, true, 4, 1;
                     sgemm_bi_scalar_rows_f16_r_m16_n64 F16, false, 4, 2;

@@ -155,7 +155,7 @@ pub mod rows {
     /// Most `cp.async` pieces of one operand a producer thread copies per stage.
     pub const MAX_PIECES: u32 = 8;
     /// Buffers of A converted to f32 (16-bit inputs). Two hold the stage the chains read and
-    /// the next; with one or four rows per warp a third lets a producer convert a stage as
+    /// the next; with up to four rows per warp a third lets a producer convert a stage as
     /// soon as it lands, without waiting for the chains to finish the stage before the one
     /// they read: at those rows a stage lasts 150–300 ns, less than a producer's round of
     /// sleep, copies and conversion, and the chains waited for it at every stage (H100
@@ -177,13 +177,16 @@ pub mod rows {
     pub const SMEM_LIMIT: u32 = 99 * 1024;
 
     /// The lane tiles the host can launch, `(TM, TN)`: rows per warp and columns per lane,
-    /// i.e. blocks of 4 or 16 rows × 32 columns, and of 16 rows × 64 or 128 columns. More
+    /// i.e. blocks of 4, 8 or 16 rows × 32 columns, of 8 or 16 rows × 64 columns and of 16
+    /// rows × 128 columns. The two of 2 rows per warp give a call of 5–16 rows more busy
+    /// warps at the same number of blocks (or two blocks per SM); the planner does not take
+    /// them until they are measured (`SGEMM_BI_SCALAR_ROWS_PER_WARP` forces them). More
     /// rows per lane share each B element among more chains, more columns each A element
     /// (fewer shared-memory reads and conversions per fma); smaller blocks leave more warps
     /// busy at a given M and N. Tiles of 8 and 16 rows × 1 column were slower than 4 × 2 or
     /// 4 × 4 at every shape measured (H100, docs/perf-notes.md, "Scalar few-row kernel: lane
     /// tiles in the kernel"), so they are gone.
-    pub const VARIANTS: [(u32, u32); 4] = [(1, 1), (4, 1), (4, 2), (4, 4)];
+    pub const VARIANTS: [(u32, u32); 6] = [(1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4)];
 
     /// Output columns of a block whose lanes own `tn` columns each.
     #[inline]
