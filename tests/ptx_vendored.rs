@@ -330,8 +330,8 @@ fn portable_family_is_complete(prefix: &str, names: &[String], threads: u32) {
 
 /// The portable module holds every few-row scalar entry the planner can name
 /// (`host/src/cuda/scalar.rs`: `sgemm_bi_scalar_rows_<dtype>_<B layout>_m<rows>[_n<columns>]`,
-/// blocks of 4, 8 and 16 rows × 32 columns, of 8 and 16 rows × 64 and of 16 rows × 128), and each
-/// gets the launch bounds of its 192-thread blocks (four chain warps, two producers).
+/// blocks of 4, 8 and 16 rows × 32 columns, of 8 and 16 rows × 64 and of 16 rows × 128), and
+/// each gets the launch bounds of its 192-thread blocks (four chain warps, two producers).
 #[test]
 fn every_few_row_entry_is_in_the_portable_module() {
     let mut names = Vec::new();
